@@ -1,0 +1,81 @@
+// HostBackend: pools over aligned host memory, where no OpenCL device exists.
+#pragma once
+
+#include <clpool/backend.hpp>
+
+#include <cstddef>
+#include <limits>
+#include <new>
+#include <utility>
+
+namespace clpool {
+
+// One aligned host allocation; frees itself. Move-only.
+class HostMemory {
+public:
+    HostMemory() noexcept = default;
+    HostMemory(std::byte* data, std::size_t size, std::size_t alignment) noexcept
+        : data_(data), size_(size), alignment_(alignment) {}
+    HostMemory(HostMemory&& o) noexcept
+        : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)), alignment_(o.alignment_) {}
+    HostMemory& operator=(HostMemory&& o) noexcept {
+        if (this != &o) {
+            reset();
+            data_ = std::exchange(o.data_, nullptr);
+            size_ = std::exchange(o.size_, 0);
+            alignment_ = o.alignment_;
+        }
+        return *this;
+    }
+    ~HostMemory() { reset(); }
+
+    std::byte* data() const noexcept { return data_; }
+    std::size_t size() const noexcept { return size_; }
+    explicit operator bool() const noexcept { return data_ != nullptr; }
+
+private:
+    void reset() noexcept {
+        if (data_) ::operator delete(data_, std::align_val_t{alignment_});
+        data_ = nullptr;
+    }
+    std::byte* data_ = nullptr;
+    std::size_t size_ = 0;
+    std::size_t alignment_ = alignof(std::max_align_t);
+};
+
+// Aligned host memory. Every memory_kind is the same host memory, and the
+// device "shares" it, so unified_memory() is true. Thread-safe.
+class HostBackend {
+public:
+    using memory_type = HostMemory;
+
+    // alignment: a power of two (default 4096, a page, as OpenCL drivers align
+    // host-pinned memory). max_alloc: the largest allocation to accept.
+    explicit HostBackend(std::size_t alignment = 4096,
+                         std::size_t max_alloc = std::numeric_limits<std::size_t>::max() / 2) noexcept
+        : alignment_(alignment), max_alloc_(max_alloc) {}
+
+    std::size_t max_alloc_size() const noexcept { return max_alloc_; }
+    bool unified_memory() const noexcept { return true; }
+    std::size_t alignment() const noexcept { return alignment_; }
+    const char* name() const noexcept { return "host"; }
+
+    allocation<HostMemory> allocate(std::size_t n, memory_kind) noexcept {
+        void* p = ::operator new(n, std::align_val_t{alignment_}, std::nothrow);
+        if (!p) return {HostMemory{}, alloc_status::out_of_memory, 0};
+        // Commit now, as the OpenCL backend does: touch one byte a page so a
+        // pool hit never pays the page faults.
+        auto* bytes = static_cast<volatile unsigned char*>(p);
+        for (std::size_t i = 0; i < n; i += page_size) bytes[i] = 0;
+        return {HostMemory{static_cast<std::byte*>(p), n, alignment_}, alloc_status::ok, 0};
+    }
+
+private:
+    static constexpr std::size_t page_size = 4096;
+    std::size_t alignment_;
+    std::size_t max_alloc_;
+};
+
+static_assert(Backend<HostBackend>);
+
+}  // namespace clpool

@@ -1,0 +1,190 @@
+// OpenCLBackend: pools of cl::Buffer over one OpenCL context, through OpenCL-CLHPP.
+#pragma once
+
+// clpool pins the CL-HPP target itself and works with or without
+// CL_HPP_ENABLE_EXCEPTIONS: it calls the C API and checks codes, and uses the
+// C++ types only as owners. It needs OpenCL 1.2 (clEnqueueMigrateMemObjects).
+#ifndef CL_HPP_TARGET_OPENCL_VERSION
+#define CL_HPP_TARGET_OPENCL_VERSION 120
+#endif
+#ifndef CL_HPP_MINIMUM_OPENCL_VERSION
+#define CL_HPP_MINIMUM_OPENCL_VERSION 120
+#endif
+#if CL_HPP_TARGET_OPENCL_VERSION < 120
+#error "clpool needs CL_HPP_TARGET_OPENCL_VERSION >= 120 (OpenCL 1.2)"
+#endif
+#ifndef CL_USE_DEPRECATED_OPENCL_1_2_APIS
+#define CL_USE_DEPRECATED_OPENCL_1_2_APIS  // clCreateCommandQueue: the call every 1.2+ driver has
+#endif
+#include <CL/opencl.hpp>
+
+#include <clpool/backend.hpp>
+#include <clpool/errors.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace clpool {
+
+namespace opencl {
+
+// True for the codes a driver returns when it has no memory to give.
+constexpr bool is_out_of_memory(cl_int code) noexcept {
+    return code == CL_MEM_OBJECT_ALLOCATION_FAILURE || code == CL_OUT_OF_RESOURCES ||
+           code == CL_OUT_OF_HOST_MEMORY;
+}
+
+inline void check(cl_int code, const char* what) {
+    if (code != CL_SUCCESS) throw driver_error(what, code);
+}
+
+template <class T>
+T device_info(cl_device_id d, cl_device_info what) {
+    T value{};
+    check(clGetDeviceInfo(d, what, sizeof value, &value, nullptr), "clGetDeviceInfo");
+    return value;
+}
+
+inline std::string device_string(cl_device_id d, cl_device_info what) {
+    std::size_t n = 0;
+    check(clGetDeviceInfo(d, what, 0, nullptr, &n), "clGetDeviceInfo");
+    std::string s(n, '\0');
+    check(clGetDeviceInfo(d, what, n, s.data(), nullptr), "clGetDeviceInfo");
+    while (!s.empty() && s.back() == '\0') s.pop_back();
+    return s;
+}
+
+inline std::vector<cl_device_id> context_devices(cl_context ctx) {
+    std::size_t n = 0;
+    check(clGetContextInfo(ctx, CL_CONTEXT_DEVICES, 0, nullptr, &n), "clGetContextInfo");
+    std::vector<cl_device_id> devices(n / sizeof(cl_device_id));
+    check(clGetContextInfo(ctx, CL_CONTEXT_DEVICES, n, devices.data(), nullptr), "clGetContextInfo");
+    if (devices.empty()) throw driver_error("context has no devices: clGetContextInfo", CL_INVALID_CONTEXT);
+    return devices;
+}
+
+}  // namespace opencl
+
+// Makes committed cl::Buffers in one context. Buffers are created with
+// access_flags (CL_MEM_READ_WRITE unless given) plus CL_MEM_ALLOC_HOST_PTR for
+// host_pinned memory, then committed on the backend's own queue:
+// device-local by migrating them to the device with undefined content,
+// host-pinned by mapping them once. Drivers allocate lazily (NVIDIA and PoCL
+// at first use), so committing makes failures show at allocate and keeps
+// first-touch off the hit path. Thread-safe.
+class OpenCLBackend {
+public:
+    using memory_type = cl::Buffer;
+    using event_type = cl::Event;
+
+    // Uses the first device of the context for committing and for the
+    // device facts (max allocation: the smallest over the context's devices).
+    // Throws driver_error if the context cannot be queried.
+    OpenCLBackend(const cl::Context& context, cl_mem_flags access_flags = CL_MEM_READ_WRITE)
+        : OpenCLBackend(context, opencl::context_devices(context())[0], access_flags) {}
+
+    // Commits on the queue's device (not on the queue itself: the pool never
+    // puts commands into the application's queues).
+    OpenCLBackend(const cl::CommandQueue& queue, cl_mem_flags access_flags = CL_MEM_READ_WRITE)
+        : OpenCLBackend(queue_context(queue), queue_device(queue), access_flags) {}
+
+    OpenCLBackend(const cl::Context& context, cl_device_id device, cl_mem_flags access_flags)
+        : context_(context), device_(device), access_flags_(access_flags) {
+        cl_int err = CL_SUCCESS;
+        cl_command_queue q = clCreateCommandQueue(context_(), device_, 0, &err);
+        opencl::check(err, "clCreateCommandQueue");
+        commit_queue_ = cl::CommandQueue(q, false);  // adopt: no extra retain
+        max_alloc_ = ~std::size_t{0};
+        for (cl_device_id d : opencl::context_devices(context_()))
+            max_alloc_ = std::min<std::size_t>(max_alloc_, opencl::device_info<cl_ulong>(d, CL_DEVICE_MAX_MEM_ALLOC_SIZE));
+        unified_ = opencl::device_info<cl_bool>(device_, CL_DEVICE_HOST_UNIFIED_MEMORY) == CL_TRUE;
+    }
+
+    std::size_t max_alloc_size() const noexcept { return max_alloc_; }
+    bool unified_memory() const noexcept { return unified_; }
+    const char* name() const noexcept { return "opencl"; }
+    const cl::Context& context() const noexcept { return context_; }
+    cl_device_id device() const noexcept { return device_; }
+    cl_mem_flags access_flags() const noexcept { return access_flags_; }
+
+    cl_mem_flags flags_for(memory_kind kind) const noexcept {
+        return access_flags_ | (kind == memory_kind::host_pinned ? CL_MEM_ALLOC_HOST_PTR : 0);
+    }
+
+    allocation<cl::Buffer> allocate(std::size_t n, memory_kind kind) noexcept {
+        cl_int err = CL_SUCCESS;
+        cl_mem mem = clCreateBuffer(context_(), flags_for(kind), n, nullptr, &err);
+        if (err != CL_SUCCESS) return failure(err);
+        cl::Buffer buffer(mem, false);  // adopt the creation reference
+        err = commit(mem, n, kind);
+        if (err != CL_SUCCESS) return failure(err);
+        return {std::move(buffer), alloc_status::ok, CL_SUCCESS};
+    }
+
+    // Completion test for release_after: a command that ended in error no
+    // longer uses its buffers either.
+    static bool event_complete(const cl::Event& e) noexcept {
+        cl_int status = CL_QUEUED;
+        if (clGetEventInfo(e(), CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, nullptr) != CL_SUCCESS)
+            return true;  // an invalid event guards nothing
+        return status <= CL_COMPLETE;
+    }
+    static void wait_for(const cl::Event* events, std::size_t count) noexcept {
+        for (std::size_t i = 0; i < count; ++i) {
+            cl_event e = events[i]();
+            if (e) clWaitForEvents(1, &e);
+        }
+    }
+
+private:
+    static allocation<cl::Buffer> failure(cl_int err) noexcept {
+        return {cl::Buffer(), opencl::is_out_of_memory(err) ? alloc_status::out_of_memory : alloc_status::failed, err};
+    }
+
+    cl_int commit(cl_mem mem, std::size_t n, memory_kind kind) noexcept {
+        cl_event done = nullptr;
+        cl_int err = CL_SUCCESS;
+        if (kind == memory_kind::device_local) {
+            err = clEnqueueMigrateMemObjects(commit_queue_(), 1, &mem, CL_MIGRATE_MEM_OBJECT_CONTENT_UNDEFINED, 0,
+                                             nullptr, &done);
+        } else {
+            void* p = clEnqueueMapBuffer(commit_queue_(), mem, CL_TRUE, CL_MAP_WRITE_INVALIDATE_REGION, 0, n, 0,
+                                         nullptr, nullptr, &err);
+            if (err == CL_SUCCESS) err = clEnqueueUnmapMemObject(commit_queue_(), mem, p, 0, nullptr, &done);
+        }
+        if (err == CL_SUCCESS) err = clWaitForEvents(1, &done);
+        if (done) {
+            // A failed command reports its own code (e.g. CL_MEM_OBJECT_ALLOCATION_FAILURE)
+            // as its status; prefer it to the wait's generic error.
+            cl_int status = CL_COMPLETE;
+            clGetEventInfo(done, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, nullptr);
+            if (status < 0) err = status;
+            clReleaseEvent(done);
+        }
+        return err;
+    }
+
+    static cl::Context queue_context(const cl::CommandQueue& q) {
+        cl_context ctx = nullptr;
+        opencl::check(clGetCommandQueueInfo(q(), CL_QUEUE_CONTEXT, sizeof ctx, &ctx, nullptr), "clGetCommandQueueInfo");
+        return cl::Context(ctx, true);  // retain: the queue keeps its own reference
+    }
+    static cl_device_id queue_device(const cl::CommandQueue& q) {
+        cl_device_id d = nullptr;
+        opencl::check(clGetCommandQueueInfo(q(), CL_QUEUE_DEVICE, sizeof d, &d, nullptr), "clGetCommandQueueInfo");
+        return d;
+    }
+
+    cl::Context context_;
+    cl_device_id device_ = nullptr;
+    cl::CommandQueue commit_queue_;
+    cl_mem_flags access_flags_;
+    std::size_t max_alloc_ = 0;
+    bool unified_ = false;
+};
+
+static_assert(Backend<OpenCLBackend>);
+
+}  // namespace clpool

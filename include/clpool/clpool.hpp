@@ -1,0 +1,23 @@
+// clpool: pool allocators for OpenCL buffers and pinned host memory. The umbrella header.
+#pragma once
+
+#include <clpool/aliases.hpp>
+#include <clpool/backend.hpp>
+#include <clpool/config.hpp>
+#include <clpool/errors.hpp>
+#include <clpool/handle.hpp>
+#include <clpool/pool.hpp>
+#include <clpool/stats.hpp>
+#include <clpool/backends/host.hpp>
+#include <clpool/policies/bucket.hpp>
+#include <clpool/policies/flags.hpp>
+#include <clpool/policies/limits.hpp>
+#include <clpool/policies/locks.hpp>
+
+// The OpenCL parts need OpenCL-CLHPP; define CLPOOL_NO_OPENCL to build
+// without them (the host backend alone).
+#if !defined(CLPOOL_NO_OPENCL) && __has_include(<CL/opencl.hpp>)
+#define CLPOOL_HAS_OPENCL 1
+#include <clpool/opencl.hpp>
+#include <clpool/registry.hpp>
+#endif

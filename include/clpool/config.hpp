@@ -1,0 +1,78 @@
+// Environment configuration: every CLPOOL_* variable, parsed and validated once.
+#pragma once
+
+#include <clpool/errors.hpp>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace clpool::config {
+
+// Parsers are exposed so tests and tools can check them without touching the
+// environment. Each throws config_error naming the variable, the value and
+// what is allowed.
+
+// A positive decimal number of GiB (fractions allowed), at most 1 PiB.
+inline std::uint64_t parse_gib(std::string_view name, std::string_view text) {
+    const std::string s(text);
+    char* end = nullptr;
+    errno = 0;
+    const double gib = s.empty() ? std::nan("") : std::strtod(s.c_str(), &end);
+    if (s.empty() || errno != 0 || end != s.c_str() + s.size() || !std::isfinite(gib) || gib < 0 ||
+        gib > 1024.0 * 1024.0) {
+        throw config_error("clpool: " + std::string(name) + "='" + s +
+                           "' is not a number of GiB between 0 and 1048576 (e.g. 4 or 0.5)");
+    }
+    return static_cast<std::uint64_t>(gib * 1024.0 * 1024.0 * 1024.0);
+}
+
+// "0"/"1" (also "false"/"true", "off"/"on", "no"/"yes").
+inline bool parse_bool(std::string_view name, std::string_view text) {
+    for (auto t : {"1", "true", "on", "yes"})
+        if (text == t) return true;
+    for (auto f : {"0", "false", "off", "no"})
+        if (text == f) return false;
+    throw config_error("clpool: " + std::string(name) + "='" + std::string(text) +
+                       "' is not a boolean; use 0 or 1");
+}
+
+inline std::optional<std::string> read(const char* name) {
+    if (const char* v = std::getenv(name)) return std::string(v);
+    return std::nullopt;
+}
+
+// The outcome of parsing one variable, kept for the life of the process so
+// the variable is read once and an invalid value is reported on every use.
+template <class T>
+struct setting {
+    std::optional<T> value;
+    std::string error;
+    T get() const {
+        if (!value) throw config_error(error);
+        return *value;
+    }
+};
+
+template <class T, class Parse>
+setting<T> read_setting(const char* name, T fallback, Parse parse) {
+    auto text = read(name);
+    if (!text) return {fallback, {}};
+    try {
+        return {parse(name, *text), {}};
+    } catch (const config_error& e) {
+        return {std::nullopt, e.what()};
+    }
+}
+
+// CLPOOL_MAX_CACHED_GB: the byte cap of capped pools (default 4 GiB).
+inline std::uint64_t max_cached_bytes() {
+    static const auto s = read_setting<std::uint64_t>("CLPOOL_MAX_CACHED_GB", std::uint64_t{4} << 30, parse_gib);
+    return s.get();
+}
+
+}  // namespace clpool::config

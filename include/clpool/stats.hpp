@@ -1,0 +1,54 @@
+// PoolStats: a consistent snapshot of a pool's counters.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <ostream>
+#include <vector>
+
+namespace clpool {
+
+struct BucketStats {
+    std::size_t bucket_size = 0;       // bytes per buffer; 0 for the exact-size bucket
+    std::uint64_t hits = 0;
+    std::uint64_t misses = 0;
+    std::uint64_t evictions = 0;
+    std::size_t cached_buffers = 0;    // idle, ready to hand out
+    std::size_t in_use_buffers = 0;    // handed out and not yet released
+    std::size_t pending_buffers = 0;   // released, waiting for their events
+};
+
+struct PoolStats {
+    std::uint64_t hits = 0;            // allocations served from the cache
+    std::uint64_t misses = 0;          // allocations that went to the driver
+    std::uint64_t evictions = 0;       // released buffers a cap sent back to the driver
+    std::uint64_t driver_frees = 0;    // buffers given back to the driver (evictions, trims)
+    std::uint64_t oom_retries = 0;     // driver failures answered by giving the cache back
+    std::uint64_t failed_allocations = 0;  // allocations that failed for good
+    std::size_t bytes_allocated = 0;   // bytes held from the driver: in use + cached + pending
+    std::size_t bytes_cached = 0;      // idle bytes in the free lists
+    std::size_t bytes_in_use = 0;      // bucket bytes handed out
+    std::size_t bytes_requested = 0;   // bytes asked for by the holders of bytes_in_use
+    std::size_t bytes_pending = 0;     // released bytes waiting for their events
+    std::size_t peak_bytes_allocated = 0;
+    // Exact for one-stripe lock policies; with Striped<N> the sum of the
+    // stripes' own peaks (an upper bound), so the hot path needs no shared counter.
+    std::size_t peak_bytes_in_use = 0;
+    std::vector<BucketStats> buckets;  // every bucket that has seen a buffer, smallest first
+
+    double hit_rate() const noexcept {
+        const auto total = hits + misses;
+        return total ? static_cast<double>(hits) / static_cast<double>(total) : 0.0;
+    }
+    // Bytes handed out beyond what was asked for (bucket rounding).
+    std::size_t bytes_wasted() const noexcept { return bytes_in_use - bytes_requested; }
+};
+
+inline std::ostream& operator<<(std::ostream& os, const PoolStats& s) {
+    return os << "hits=" << s.hits << " misses=" << s.misses << " hit_rate=" << s.hit_rate()
+              << " evictions=" << s.evictions << " bytes_allocated=" << s.bytes_allocated
+              << " bytes_cached=" << s.bytes_cached << " bytes_in_use=" << s.bytes_in_use
+              << " peak_bytes_allocated=" << s.peak_bytes_allocated;
+}
+
+}  // namespace clpool

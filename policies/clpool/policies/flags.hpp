@@ -1,0 +1,39 @@
+// Flag policies: which kind of memory a pool asks its backend for.
+#pragma once
+
+#include <clpool/memory_kind.hpp>
+
+namespace clpool {
+
+// A flag policy answers `kind(backend)` with a memory_kind. Backends turn the
+// kind into their native flags (CL_MEM_READ_WRITE, CL_MEM_ALLOC_HOST_PTR, ...),
+// so one policy serves every backend.
+template <class P, class Backend>
+concept FlagPolicyFor = requires(const P& p, const Backend& b) {
+    { p.kind(b) } noexcept -> std::same_as<memory_kind>;
+};
+
+// Device-local memory: fastest for kernels on a discrete GPU.
+struct DeviceLocal {
+    template <class Backend>
+    constexpr memory_kind kind(const Backend&) const noexcept { return memory_kind::device_local; }
+};
+
+// Pinned (page-locked) host memory: DMA-able staging for fast transfers; costs
+// host RAM the OS cannot swap out.
+struct HostPinned {
+    template <class Backend>
+    constexpr memory_kind kind(const Backend&) const noexcept { return memory_kind::host_pinned; }
+};
+
+// Host-pinned where the device shares host memory (integrated GPUs, CPUs),
+// device-local on discrete GPUs: on a unified device, host-allocated memory
+// is what the device uses anyway and it maps without a copy.
+struct IntegratedAware {
+    template <class Backend>
+    memory_kind kind(const Backend& b) const noexcept {
+        return b.unified_memory() ? memory_kind::host_pinned : memory_kind::device_local;
+    }
+};
+
+}  // namespace clpool

@@ -1,0 +1,96 @@
+// MockBackend: a counting backend for tests that records every allocation and can fail on demand.
+#pragma once
+
+#include <clpool/backend.hpp>
+#include <clpool/backends/host.hpp>
+
+#include <atomic>
+#include <cstddef>
+#include <memory>
+
+namespace clpool::test {
+
+// Shared between a MockBackend and the test, so the test can check, after the
+// pool is gone, that every buffer came back.
+struct Ledger {
+    std::atomic<long> live{0};            // allocations not yet freed
+    std::atomic<long> allocations{0};     // successful allocations
+    std::atomic<long> attempts{0};        // allocate() calls
+    std::atomic<long> fail_from{-1};      // attempt index from which to fail (-1: never)
+    std::atomic<long> fail_count{0};      // how many attempts to fail from there
+    std::atomic<long> fail_every{0};      // fail every n-th attempt (0: never)
+    std::atomic<long> live_bytes{0};
+    std::atomic<long> capacity{-1};       // bytes the "device" has (-1: unlimited)
+};
+
+// Host memory that tells the ledger when it is freed.
+class MockMemory {
+public:
+    MockMemory() = default;
+    MockMemory(HostMemory m, std::shared_ptr<Ledger> l) : mem_(std::move(m)), ledger_(std::move(l)) {}
+    MockMemory(MockMemory&&) noexcept = default;
+    MockMemory& operator=(MockMemory&& o) noexcept {
+        if (this != &o) {
+            reset();
+            mem_ = std::move(o.mem_);
+            ledger_ = std::move(o.ledger_);
+        }
+        return *this;
+    }
+    ~MockMemory() { reset(); }
+    std::byte* data() const noexcept { return mem_.data(); }
+    std::size_t size() const noexcept { return mem_.size(); }
+
+private:
+    void reset() noexcept {
+        if (ledger_ && mem_) {
+            --ledger_->live;
+            ledger_->live_bytes -= static_cast<long>(mem_.size());
+        }
+        mem_ = HostMemory{};
+        ledger_.reset();
+    }
+    HostMemory mem_;
+    std::shared_ptr<Ledger> ledger_;
+};
+
+class MockBackend {
+public:
+    using memory_type = MockMemory;
+    static constexpr int oom_code = -4;  // CL_MEM_OBJECT_ALLOCATION_FAILURE's value
+
+    explicit MockBackend(std::shared_ptr<Ledger> ledger = std::make_shared<Ledger>(),
+                         std::size_t max_alloc = std::size_t{1} << 40, bool unified = false)
+        : ledger_(std::move(ledger)), host_(64, max_alloc), unified_(unified) {}
+
+    std::size_t max_alloc_size() const noexcept { return host_.max_alloc_size(); }
+    bool unified_memory() const noexcept { return unified_; }
+    const char* name() const noexcept { return "mock"; }
+    Ledger& ledger() const noexcept { return *ledger_; }
+
+    allocation<MockMemory> allocate(std::size_t n, memory_kind k) noexcept {
+        const long attempt = ledger_->attempts++;
+        const long from = ledger_->fail_from.load();
+        const long every = ledger_->fail_every.load();
+        const bool scripted = (from >= 0 && attempt >= from && attempt < from + ledger_->fail_count.load()) ||
+                              (every > 0 && (attempt + 1) % every == 0);
+        const long cap = ledger_->capacity.load();
+        const bool full = cap >= 0 && ledger_->live_bytes.load() + static_cast<long>(n) > cap;
+        if (scripted || full) return {MockMemory{}, alloc_status::out_of_memory, oom_code};
+        auto r = host_.allocate(n, k);
+        if (r.status != alloc_status::ok) return {MockMemory{}, r.status, r.native_code};
+        ++ledger_->live;
+        ++ledger_->allocations;
+        ledger_->live_bytes += static_cast<long>(n);
+        return {MockMemory{std::move(r.memory), ledger_}, alloc_status::ok, 0};
+    }
+
+private:
+    std::shared_ptr<Ledger> ledger_;
+    HostBackend host_;
+    bool unified_;
+};
+
+static_assert(Backend<MockBackend>);
+
+}  // namespace clpool::test

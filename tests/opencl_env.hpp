@@ -1,0 +1,57 @@
+// The test suite's OpenCL device: a GPU if there is one, else the first device (PoCL in CI).
+// Finding no platform is a test failure, never a skip.
+#pragma once
+
+#include <clpool/opencl.hpp>
+
+#include <doctest/doctest.h>
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace clpool::test {
+
+struct OpenCLEnv {
+    cl::Context context;
+    cl::Device device;
+    cl::CommandQueue queue;
+    std::string description;
+
+    static OpenCLEnv& get() {
+        static OpenCLEnv* env = new OpenCLEnv(make());  // never destroyed: no OpenCL call at exit
+        return *env;
+    }
+
+private:
+    static OpenCLEnv make() {
+        cl_uint nplat = 0;
+        if (clGetPlatformIDs(0, nullptr, &nplat) != CL_SUCCESS || nplat == 0)
+            throw std::runtime_error("no OpenCL platform found: install pocl-opencl-icd (CI must have one)");
+        std::vector<cl_platform_id> plats(nplat);
+        clGetPlatformIDs(nplat, plats.data(), nullptr);
+        cl_device_id chosen = nullptr;
+        for (cl_device_type want : {cl_device_type(CL_DEVICE_TYPE_GPU), cl_device_type(CL_DEVICE_TYPE_ALL)}) {
+            for (auto p : plats) {
+                cl_uint n = 0;
+                if (clGetDeviceIDs(p, want, 1, &chosen, &n) == CL_SUCCESS && n > 0) break;
+                chosen = nullptr;
+            }
+            if (chosen) break;
+        }
+        if (!chosen) throw std::runtime_error("OpenCL platforms exist but none has a device");
+        OpenCLEnv e;
+        cl_int err = CL_SUCCESS;
+        cl_context ctx = clCreateContext(nullptr, 1, &chosen, nullptr, nullptr, &err);
+        if (err != CL_SUCCESS) throw std::runtime_error("clCreateContext failed: " + std::to_string(err));
+        e.context = cl::Context(ctx, false);
+        e.device = cl::Device(chosen, false);
+        cl_command_queue q = clCreateCommandQueue(ctx, chosen, 0, &err);
+        if (err != CL_SUCCESS) throw std::runtime_error("clCreateCommandQueue failed: " + std::to_string(err));
+        e.queue = cl::CommandQueue(q, false);
+        e.description = opencl::device_string(chosen, CL_DEVICE_NAME);
+        return e;
+    }
+};
+
+}  // namespace clpool::test
