@@ -61,7 +61,7 @@ public:
 
     explicit MockBackend(std::shared_ptr<Ledger> ledger = std::make_shared<Ledger>(),
                          std::size_t max_alloc = std::size_t{1} << 40, bool unified = false)
-        : ledger_(std::move(ledger)), host_(64, max_alloc), unified_(unified) {}
+        : ledger_(ledger ? std::move(ledger) : std::make_shared<Ledger>()), host_(64, max_alloc), unified_(unified) {}
 
     std::size_t max_alloc_size() const noexcept { return host_.max_alloc_size(); }
     bool unified_memory() const noexcept { return unified_; }

@@ -22,8 +22,11 @@ inline std::uint64_t parse_gib(std::string_view name, std::string_view text) {
     const std::string s(text);
     char* end = nullptr;
     errno = 0;
-    const double gib = s.empty() ? std::nan("") : std::strtod(s.c_str(), &end);
-    if (s.empty() || errno != 0 || end != s.c_str() + s.size() || !std::isfinite(gib) || gib < 0 ||
+    // Plain decimal only: strtod alone would also take spaces, signs, hex and exponents.
+    const bool decimal = !s.empty() && s[0] != '.' &&
+                         s.find_first_not_of("0123456789.") == std::string::npos && s.find('.') == s.rfind('.');
+    const double gib = decimal ? std::strtod(s.c_str(), &end) : std::nan("");
+    if (!decimal || errno != 0 || end != s.c_str() + s.size() || !std::isfinite(gib) || gib < 0 ||
         gib > 1024.0 * 1024.0) {
         throw config_error("clpool: " + std::string(name) + "='" + s +
                            "' is not a number of GiB between 0 and 1048576 (e.g. 4 or 0.5)");
@@ -72,6 +75,22 @@ setting<T> read_setting(const char* name, T fallback, Parse parse) {
 // CLPOOL_MAX_CACHED_GB: the byte cap of capped pools (default 4 GiB).
 inline std::uint64_t max_cached_bytes() {
     static const auto s = read_setting<std::uint64_t>("CLPOOL_MAX_CACHED_GB", std::uint64_t{4} << 30, parse_gib);
+    return s.get();
+}
+
+// CLPOOL_PINNED_H2D: 1 (default) stages pageable host<->device copies through
+// pinned buffers; 0 sends them straight to enqueueWrite/ReadBuffer (integrated
+// GPUs, where the device shares host memory). Throws config_error if invalid.
+inline bool pinned_h2d() {
+    static const auto s = read_setting<bool>("CLPOOL_PINNED_H2D", true, parse_bool);
+    return s.get();
+}
+
+// CLPOOL_ASYNC_H2D: 1 (default) lets uploads return before the device has the
+// data (wait on the returned event); 0 makes every upload blocking.
+// Throws config_error if invalid.
+inline bool async_h2d() {
+    static const auto s = read_setting<bool>("CLPOOL_ASYNC_H2D", true, parse_bool);
     return s.get();
 }
 
