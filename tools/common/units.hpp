@@ -1,0 +1,61 @@
+// Byte sizes for the tools: parsing "4KiB"/"1G"/"4096" and printing "4 KiB".
+#pragma once
+
+#include <charconv>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <limits>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace clpool::tools {
+
+// Parses a byte count: a decimal integer with an optional binary suffix
+// K/KB/KiB, M/MB/MiB, G/GB/GiB, T/TB/TiB (all powers of 1024, case-insensitive).
+// Returns nullopt on anything else or on overflow. Cost: O(length).
+inline std::optional<std::uint64_t> parse_bytes(std::string_view s) {
+    std::uint64_t value = 0;
+    const char* first = s.data();
+    const char* last = s.data() + s.size();
+    auto [p, ec] = std::from_chars(first, last, value);
+    if (ec != std::errc{} || p == first) return std::nullopt;
+    std::string suffix;
+    for (; p != last; ++p) suffix += static_cast<char>(*p >= 'a' && *p <= 'z' ? *p - 'a' + 'A' : *p);
+    if (!suffix.empty() && suffix.front() == ' ') suffix.erase(0, 1);
+    unsigned shift = 0;
+    if (suffix.empty() || suffix == "B") shift = 0;
+    else if (suffix == "K" || suffix == "KB" || suffix == "KIB") shift = 10;
+    else if (suffix == "M" || suffix == "MB" || suffix == "MIB") shift = 20;
+    else if (suffix == "G" || suffix == "GB" || suffix == "GIB") shift = 30;
+    else if (suffix == "T" || suffix == "TB" || suffix == "TIB") shift = 40;
+    else return std::nullopt;
+    if (shift && value > (std::numeric_limits<std::uint64_t>::max() >> shift)) return std::nullopt;
+    return value << shift;
+}
+
+// "512 B", "4 KiB", "1.5 MiB": binary units, at most one decimal.
+inline std::string format_bytes(double bytes) {
+    static constexpr const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    int u = 0;
+    while (bytes >= 1024.0 && u < 5) {
+        bytes /= 1024.0;
+        ++u;
+    }
+    char buf[32];
+    if (u == 0 || bytes == static_cast<double>(static_cast<std::uint64_t>(bytes)))
+        std::snprintf(buf, sizeof buf, "%.0f %s", bytes, units[u]);
+    else
+        std::snprintf(buf, sizeof buf, "%.1f %s", bytes, units[u]);
+    return buf;
+}
+
+// A fixed-point number with `digits` decimals.
+inline std::string fixed(double v, int digits = 2) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+    return buf;
+}
+
+}  // namespace clpool::tools

@@ -1,0 +1,495 @@
+// The replay engine: runs a parsed trace through runtime-chosen pool configurations and measures each.
+#pragma once
+
+#include <clpool/clpool.hpp>
+
+#include <algorithm>
+#include <bit>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "../common/units.hpp"
+#include "trace.hpp"
+
+namespace clpool::replay {
+
+// ---------------------------------------------------------------- configurations
+
+enum class bucket_scheme : unsigned char { pow2, fixed, quarter };
+enum class kind_choice : unsigned char { device, pinned, integrated };
+
+// A pool configuration picked at run time. The pools are compile-time policy
+// types; replay instantiates one per (bucket scheme, limit, kind) and picks
+// among them (make_pool_set).
+struct Config {
+    std::string name;
+    bucket_scheme buckets = bucket_scheme::pow2;
+    bool capped = false;  // Capped{cap, per_bucket}; else Unlimited
+    std::size_t cap = std::numeric_limits<std::size_t>::max();
+    std::size_t per_bucket = std::numeric_limits<std::size_t>::max();
+    kind_choice kind = kind_choice::device;
+    std::string spec;  // how it was written, for the report
+};
+
+// A bad --config text; the message names the key or value and what is allowed.
+class config_spec_error : public std::invalid_argument {
+public:
+    using std::invalid_argument::invalid_argument;
+};
+
+// Quarter-power-of-two buckets (four size classes per doubling, 256 B floor):
+// at most 25% rounding waste instead of pow2's 100%, for more, finer buckets.
+// A scheme of replay's own, to show what finer rounding buys on a trace.
+struct QuarterPow2Buckets {
+    static constexpr std::size_t min_shift = 8;
+    static constexpr std::size_t bucket_count = 4 * (std::numeric_limits<std::size_t>::digits - min_shift - 2);
+    static constexpr std::size_t index_from_size(std::size_t n) noexcept {
+        if (n <= (std::size_t{1} << min_shift)) return 0;
+        const std::size_t e = static_cast<std::size_t>(std::bit_width(n - 1)) - 1;  // 2^e < n <= 2^(e+1)
+        const std::size_t step = std::size_t{1} << (e - 2);                          // a quarter of 2^e
+        const std::size_t q = (n - (std::size_t{1} << e) + step - 1) / step;         // 1..4
+        return (e - min_shift) * 4 + q;
+    }
+    static constexpr std::size_t size_from_index(std::size_t i) noexcept {
+        if (i == 0) return std::size_t{1} << min_shift;
+        const std::size_t e = (i - 1) / 4 + min_shift, q = (i - 1) % 4 + 1;
+        return (std::size_t{1} << e) + q * (std::size_t{1} << (e - 2));
+    }
+};
+static_assert(BucketPolicy<QuarterPow2Buckets>);
+static_assert(QuarterPow2Buckets::size_from_index(QuarterPow2Buckets::index_from_size(257)) == 320);
+static_assert(QuarterPow2Buckets::size_from_index(QuarterPow2Buckets::index_from_size(1024)) == 1024);
+static_assert(QuarterPow2Buckets::size_from_index(QuarterPow2Buckets::index_from_size(1025)) == 1280);
+
+inline const char* to_string(bucket_scheme b) noexcept {
+    return b == bucket_scheme::pow2 ? "pow2" : b == bucket_scheme::fixed ? "fixed" : "quarter";
+}
+inline const char* to_string(kind_choice k) noexcept {
+    return k == kind_choice::device ? "device" : k == kind_choice::pinned ? "pinned" : "integrated";
+}
+
+// The three named pools as configurations (their policies, their default caps).
+// Throws config_error if CLPOOL_MAX_CACHED_GB is invalid (PersistentBufferPool's cap).
+inline std::vector<Config> alias_configs() {
+    Config buffer{"BufferPool", bucket_scheme::pow2, false, Config{}.cap, Config{}.per_bucket, kind_choice::device,
+                  "buckets=pow2,kind=device"};
+    Config pinned{"PinnedBufferPool", bucket_scheme::pow2, false, Config{}.cap, Config{}.per_bucket,
+                  kind_choice::pinned, "buckets=pow2,kind=pinned"};
+    const Capped caps;  // reads CLPOOL_MAX_CACHED_GB like the alias does
+    Config persistent{"PersistentBufferPool", bucket_scheme::fixed, true, caps.max_bytes, caps.max_per_bucket,
+                      kind_choice::integrated,
+                      "buckets=fixed,cap=" + std::to_string(caps.max_bytes) +
+                          ",per-bucket=" + std::to_string(caps.max_per_bucket) + ",kind=integrated"};
+    return {buffer, pinned, persistent};
+}
+
+// Parses "key=value,key=value": buckets=pow2|fixed|quarter, cap=SIZE|none,
+// per-bucket=N|none, kind=device|pinned|integrated, name=TEXT. Unset keys
+// take BufferPool's values (pow2, unlimited, device). Giving cap or
+// per-bucket makes the pool Capped (the other limit then unbounded).
+// Throws config_spec_error naming the bad key or value and what is allowed.
+inline Config parse_config(std::string_view spec, std::size_t ordinal) {
+    Config c;
+    c.spec = std::string(spec);
+    c.name = "custom" + std::to_string(ordinal);
+    if (spec.empty()) throw config_spec_error("empty --config; expected e.g. 'buckets=pow2,cap=1GiB,per-bucket=8'");
+    std::vector<std::string> seen;
+    while (!spec.empty()) {
+        const std::size_t comma = spec.find(',');
+        const std::string_view item = spec.substr(0, comma);
+        spec.remove_prefix(comma == std::string_view::npos ? spec.size() : comma + 1);
+        const std::size_t eq = item.find('=');
+        if (eq == std::string_view::npos || eq == 0)
+            throw config_spec_error("'" + std::string(item) + "' in --config is not key=value; keys: name, buckets, "
+                                    "cap, per-bucket, kind");
+        const std::string key(item.substr(0, eq)), value(item.substr(eq + 1));
+        if (std::find(seen.begin(), seen.end(), key) != seen.end())
+            throw config_spec_error("--config key '" + key + "' given twice in '" + c.spec + "'");
+        seen.push_back(key);
+        if (key == "name") {
+            if (value.empty()) throw config_spec_error("--config name= is empty; give the configuration a name");
+            c.name = value;
+        } else if (key == "buckets") {
+            if (value == "pow2") c.buckets = bucket_scheme::pow2;
+            else if (value == "fixed") c.buckets = bucket_scheme::fixed;
+            else if (value == "quarter") c.buckets = bucket_scheme::quarter;
+            else throw config_spec_error("--config buckets='" + value + "'; expected pow2, fixed or quarter");
+        } else if (key == "cap") {
+            if (value == "none") continue;
+            const auto b = tools::parse_bytes(value);
+            if (!b || *b > std::numeric_limits<std::size_t>::max())
+                throw config_spec_error("--config cap='" + value + "'; expected a byte size (e.g. 512MiB, 1GiB) or none");
+            c.capped = true;
+            c.cap = static_cast<std::size_t>(*b);
+        } else if (key == "per-bucket") {
+            if (value == "none") continue;
+            std::uint64_t n = 0;
+            if (!detail::parse_dec(value, n))
+                throw config_spec_error("--config per-bucket='" + value + "'; expected a count of buffers (e.g. 8) or none");
+            c.capped = true;
+            c.per_bucket = static_cast<std::size_t>(n);
+        } else if (key == "kind") {
+            if (value == "device") c.kind = kind_choice::device;
+            else if (value == "pinned") c.kind = kind_choice::pinned;
+            else if (value == "integrated") c.kind = kind_choice::integrated;
+            else throw config_spec_error("--config kind='" + value + "'; expected device, pinned or integrated");
+        } else {
+            throw config_spec_error("unknown --config key '" + key + "'; keys: name, buckets, cap, per-bucket, kind");
+        }
+    }
+    return c;
+}
+
+// ---------------------------------------------------------------- backends
+
+// Bytes held from the driver by every pool of one configuration. The replay
+// is single-threaded, so plain counters.
+struct DriverCounter {
+    std::size_t held = 0;
+    std::uint64_t allocations = 0;
+    std::uint64_t frees = 0;
+};
+
+// Memory from a Counted backend: the inner memory, and a note on the counter
+// that is taken off again when the memory is freed.
+template <class M>
+class CountedMemory {
+public:
+    CountedMemory() = default;
+    CountedMemory(M inner, std::size_t bytes, DriverCounter* c) noexcept
+        : inner_(std::move(inner)), bytes_(bytes), counter_(c) {}
+    CountedMemory(CountedMemory&& o) noexcept
+        : inner_(std::move(o.inner_)), bytes_(o.bytes_), counter_(std::exchange(o.counter_, nullptr)) {}
+    CountedMemory& operator=(CountedMemory&& o) noexcept {
+        if (this != &o) {
+            drop();
+            inner_ = std::move(o.inner_);
+            bytes_ = o.bytes_;
+            counter_ = std::exchange(o.counter_, nullptr);
+        }
+        return *this;
+    }
+    ~CountedMemory() { drop(); }
+    const M& inner() const noexcept { return inner_; }
+
+private:
+    void drop() noexcept {
+        if (counter_) {
+            counter_->held -= bytes_;
+            ++counter_->frees;
+        }
+        counter_ = nullptr;
+    }
+    M inner_{};
+    std::size_t bytes_ = 0;
+    DriverCounter* counter_ = nullptr;
+};
+
+// A backend adapter that counts what the inner backend holds.
+template <Backend B>
+class Counted {
+public:
+    using memory_type = CountedMemory<typename B::memory_type>;
+    Counted(B inner, DriverCounter* c) : inner_(std::move(inner)), counter_(c) {}
+    std::size_t max_alloc_size() const noexcept { return inner_.max_alloc_size(); }
+    bool unified_memory() const noexcept { return inner_.unified_memory(); }
+    decltype(auto) name() const { return inner_.name(); }  // the pool wants what the inner backend gives
+    allocation<memory_type> allocate(std::size_t n, memory_kind k) noexcept {
+        auto a = inner_.allocate(n, k);
+        if (a.status != alloc_status::ok) return {memory_type{}, a.status, a.native_code};
+        counter_->held += n;
+        ++counter_->allocations;
+        return {memory_type(std::move(a.memory), n, counter_), alloc_status::ok, 0};
+    }
+
+private:
+    B inner_;
+    DriverCounter* counter_;
+};
+
+// Accounting only: no memory is made. For traces larger than this machine.
+struct SimBackend {
+    struct memory_type {};
+    std::size_t max_alloc_size() const noexcept { return std::numeric_limits<std::size_t>::max() / 2; }
+    bool unified_memory() const noexcept { return true; }
+    const char* name() const noexcept { return "sim"; }
+    allocation<memory_type> allocate(std::size_t, memory_kind) noexcept { return {{}, alloc_status::ok, 0}; }
+};
+static_assert(Backend<SimBackend>);
+static_assert(Backend<Counted<HostBackend>>);
+
+// Where the replayed pools get memory.
+struct Target {
+    enum class type { host, sim, opencl } what = type::host;
+#ifdef CLPOOL_HAS_OPENCL
+    cl::Context context;
+    cl_device_id device = nullptr;
+#endif
+    std::string description() const {
+        return what == type::host ? "host backend (aligned host memory)"
+               : what == type::sim ? "simulation (no memory made)"
+                                   : "OpenCL device";
+    }
+};
+
+// ---------------------------------------------------------------- pool sets
+
+// Every pool of one configuration: one per (context, flags) of the trace, as
+// the interposer keeps them. CL_MEM_USE_HOST_PTR buffers pass through
+// unpooled (their storage is the application's) and count as driver allocations.
+class PoolSet {
+public:
+    virtual ~PoolSet() = default;
+    // Replays one event. Returns false if the allocation failed (out of memory).
+    virtual bool apply(const Event& e) = 0;
+    // Stats merged over every pool of the set (buckets merged by size).
+    virtual PoolStats stats() const = 0;
+    // Bytes handed out beyond what was asked for, right now.
+    virtual std::size_t waste() const noexcept = 0;
+    const DriverCounter& driver() const noexcept { return counter_; }
+    std::uint64_t passthrough() const noexcept { return passthrough_; }
+
+protected:
+    DriverCounter counter_;  // declared first: outlives the pools and handles of the derived class
+    std::uint64_t passthrough_ = 0;
+};
+
+inline constexpr std::uint64_t cl_mem_use_host_ptr = 1u << 3;  // CL_MEM_USE_HOST_PTR, without the headers
+
+template <class PoolT, class MakeBackend>
+class PoolSetImpl final : public PoolSet {
+public:
+    PoolSetImpl(MakeBackend make, typename PoolT::limit_policy limits) : make_(std::move(make)), limits_(limits) {}
+
+    bool apply(const Event& e) override {
+        if (e.flags & cl_mem_use_host_ptr) {
+            if (e.kind == op::alloc) {
+                ++passthrough_;
+                ++counter_.allocations;
+                counter_.held += e.bytes;
+            } else {
+                ++counter_.frees;
+                counter_.held -= e.bytes;
+            }
+            return true;
+        }
+        if (e.kind == op::free) {
+            auto it = live_.find(e.id);
+            if (it == live_.end()) return true;  // its alloc failed
+            waste_ -= it->second.bucket_size() - it->second.nbytes();
+            live_.erase(it);
+            return true;
+        }
+        auto& slot = pools_[{e.ctx, e.flags}];
+        if (!slot) slot = std::make_unique<PoolT>(make_(e.flags, &counter_), limits_);
+        try {
+            auto h = slot->allocate(static_cast<std::size_t>(e.bytes));
+            waste_ += h.bucket_size() - h.nbytes();
+            live_.emplace(e.id, std::move(h));
+            return true;
+        } catch (const out_of_memory&) {
+            return false;
+        } catch (const size_error&) {
+            return false;
+        }
+    }
+
+    PoolStats stats() const override {
+        PoolStats out;
+        std::map<std::size_t, BucketStats> buckets;
+        for (const auto& [key, pool] : pools_) {
+            const PoolStats s = pool->stats();
+            out.hits += s.hits;
+            out.misses += s.misses;
+            out.evictions += s.evictions;
+            out.driver_frees += s.driver_frees;
+            out.oom_retries += s.oom_retries;
+            out.failed_allocations += s.failed_allocations;
+            out.bytes_allocated += s.bytes_allocated;
+            out.bytes_cached += s.bytes_cached;
+            out.bytes_in_use += s.bytes_in_use;
+            out.bytes_requested += s.bytes_requested;
+            out.bytes_pending += s.bytes_pending;
+            out.peak_bytes_allocated += s.peak_bytes_allocated;  // an upper bound across pools
+            out.peak_bytes_in_use += s.peak_bytes_in_use;
+            for (const auto& b : s.buckets) {
+                auto& m = buckets[b.bucket_size];
+                m.bucket_size = b.bucket_size;
+                m.hits += b.hits;
+                m.misses += b.misses;
+                m.evictions += b.evictions;
+                m.cached_buffers += b.cached_buffers;
+                m.in_use_buffers += b.in_use_buffers;
+                m.pending_buffers += b.pending_buffers;
+            }
+        }
+        for (auto& [size, b] : buckets) out.buckets.push_back(b);
+        return out;
+    }
+
+    std::size_t waste() const noexcept override { return waste_; }
+
+private:
+    MakeBackend make_;
+    typename PoolT::limit_policy limits_;
+    std::map<std::pair<std::uint64_t, std::uint64_t>, std::unique_ptr<PoolT>> pools_;
+    std::unordered_map<std::uint64_t, typename PoolT::handle> live_;  // destroyed first: handles go back to pools
+    std::size_t waste_ = 0;
+};
+
+namespace detail {
+
+template <class T>
+struct tag {
+    using type = T;
+};
+
+// Calls f(tag<Buckets>, tag<Limits>) for the configuration's policies.
+template <class F>
+auto with_policies(const Config& c, F&& f) {
+    auto with_limits = [&](auto b) {
+        if (c.capped) return f(b, tag<Capped>{});
+        return f(b, tag<Unlimited>{});
+    };
+    switch (c.buckets) {
+        case bucket_scheme::fixed: return with_limits(tag<FixedSetBuckets>{});
+        case bucket_scheme::quarter: return with_limits(tag<QuarterPow2Buckets>{});
+        case bucket_scheme::pow2: break;
+    }
+    return with_limits(tag<PowerOfTwoBuckets>{});
+}
+
+template <class L>
+L make_limits(const Config& c) {
+    if constexpr (std::is_same_v<L, Capped>) return Capped(c.cap, c.per_bucket);
+    else return L{};
+}
+
+}  // namespace detail
+
+// Builds the pool set for one configuration on one target. Memory kinds
+// matter only on an OpenCL device (the host and the simulation make one kind).
+// Throws driver_error if the OpenCL backend cannot be made.
+inline std::unique_ptr<PoolSet> make_pool_set(const Config& c, const Target& t) {
+    return detail::with_policies(c, [&](auto btag, auto ltag) -> std::unique_ptr<PoolSet> {
+        using Buckets = typename decltype(btag)::type;
+        using Limits = typename decltype(ltag)::type;
+        const Limits limits = detail::make_limits<Limits>(c);
+        if (t.what == Target::type::host) {
+            auto make = [](std::uint64_t, DriverCounter* dc) { return Counted<HostBackend>(HostBackend(), dc); };
+            using P = Pool<Buckets, DeviceLocal, Limits, SingleMutex, Counted<HostBackend>>;
+            return std::make_unique<PoolSetImpl<P, decltype(make)>>(make, limits);
+        }
+        if (t.what == Target::type::sim) {
+            auto make = [](std::uint64_t, DriverCounter* dc) { return Counted<SimBackend>(SimBackend(), dc); };
+            using P = Pool<Buckets, DeviceLocal, Limits, SingleMutex, Counted<SimBackend>>;
+            return std::make_unique<PoolSetImpl<P, decltype(make)>>(make, limits);
+        }
+#ifdef CLPOOL_HAS_OPENCL
+        auto make = [ctx = t.context, dev = t.device](std::uint64_t flags, DriverCounter* dc) {
+            // Keep the trace's access flags; the pool adds ALLOC_HOST_PTR for pinned kinds.
+            const cl_mem_flags access = flags & (CL_MEM_READ_WRITE | CL_MEM_READ_ONLY | CL_MEM_WRITE_ONLY);
+            return Counted<OpenCLBackend>(OpenCLBackend(ctx, dev, access ? access : CL_MEM_READ_WRITE), dc);
+        };
+        auto build = [&](auto ftag) -> std::unique_ptr<PoolSet> {
+            using P = Pool<Buckets, typename decltype(ftag)::type, Limits, SingleMutex, Counted<OpenCLBackend>>;
+            return std::make_unique<PoolSetImpl<P, decltype(make)>>(make, limits);
+        };
+        switch (c.kind) {
+            case kind_choice::pinned: return build(detail::tag<HostPinned>{});
+            case kind_choice::integrated: return build(detail::tag<IntegratedAware>{});
+            case kind_choice::device: break;
+        }
+        return build(detail::tag<DeviceLocal>{});
+#else
+        throw usage_error("replay: built without OpenCL; use the host backend");
+#endif
+    });
+}
+
+// ---------------------------------------------------------------- the replay
+
+struct Result {
+    std::string name;
+    std::string spec;
+    PoolStats stats;                     // merged over the configuration's pools
+    std::uint64_t allocations = 0;       // allocs in the trace
+    std::uint64_t driver_allocations = 0;  // pool misses + pass-through buffers
+    std::uint64_t passthrough = 0;       // CL_MEM_USE_HOST_PTR, never pooled
+    std::uint64_t failed = 0;            // allocations the backend refused
+    std::size_t peak_held = 0;           // bytes held from the driver, at most, over the trace
+    std::size_t held_at_end = 0;
+    std::size_t peak_waste = 0;          // rounding waste (bucket - asked) at most, over the trace
+    double seconds = 0;                  // wall time of the replay
+    std::vector<std::size_t> held;       // bytes held after each event
+
+    std::uint64_t avoided() const noexcept { return allocations - driver_allocations - failed; }  // = pool hits
+    double hit_rate() const noexcept {
+        return allocations ? static_cast<double>(avoided()) / static_cast<double>(allocations) : 0.0;
+    }
+};
+
+// What the trace costs with no pool: one driver allocation per alloc, and
+// only the live bytes held (the baseline for every configuration).
+inline Result replay_unpooled(const Trace& trace) {
+    Result r;
+    r.name = "no pool";
+    r.spec = "every alloc is a driver allocation";
+    std::size_t held = 0;
+    r.held.reserve(trace.events.size());
+    for (const auto& e : trace.events) {
+        if (e.kind == op::alloc) {
+            ++r.allocations;
+            held += e.bytes;
+        } else {
+            held -= e.bytes;
+        }
+        r.peak_held = std::max(r.peak_held, held);
+        r.held.push_back(held);
+    }
+    r.driver_allocations = r.allocations;
+    r.held_at_end = held;
+    return r;
+}
+
+// Replays the trace through one configuration: pools are made fresh, every
+// alloc asks its (context, flags) pool, every free releases the handle.
+// Buffers still live at the end are released, then the pools destroyed.
+// Throws driver_error (a backend cannot be made), config_error.
+// Cost: one pool operation per event, plus the backend's allocations.
+inline Result replay(const Trace& trace, const Config& c, const Target& t) {
+    Result r;
+    r.name = c.name;
+    r.spec = c.spec;
+    r.held.reserve(trace.events.size());
+    auto set = make_pool_set(c, t);
+    const auto start = std::chrono::steady_clock::now();
+    for (const auto& e : trace.events) {
+        if (e.kind == op::alloc) ++r.allocations;
+        if (!set->apply(e)) ++r.failed;
+        const std::size_t held = set->driver().held;
+        r.peak_held = std::max(r.peak_held, held);
+        r.peak_waste = std::max(r.peak_waste, set->waste());
+        r.held.push_back(held);
+    }
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    r.stats = set->stats();
+    r.passthrough = set->passthrough();
+    r.driver_allocations = set->driver().allocations;
+    r.held_at_end = set->driver().held;
+    return r;
+}
+
+}  // namespace clpool::replay

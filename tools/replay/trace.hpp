@@ -1,0 +1,187 @@
+// The allocation-trace parser (format: docs/TRACE_FORMAT.md), std-only so tests and fuzzers can include it.
+#pragma once
+
+#include <charconv>
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace clpool::replay {
+
+enum class op : unsigned char { alloc, free };
+
+// One trace event. For a free, ctx/flags/bytes are those of the matching
+// alloc (filled in by the parser), so a replay needs no lookup of its own.
+struct Event {
+    std::uint64_t t_ns = 0;
+    op kind = op::alloc;
+    std::uint64_t id = 0;
+    std::uint64_t ctx = 0;
+    std::uint64_t flags = 0;
+    std::uint64_t bytes = 0;
+    std::size_t line = 0;  // 1-based line in the file
+};
+
+struct Trace {
+    std::vector<Event> events;
+    std::size_t lines = 0;           // lines read, header and comments included
+    std::size_t live_at_end = 0;     // allocations never freed
+    std::uint64_t live_bytes_at_end = 0;
+};
+
+// A malformed trace: line() is the 1-based line, what() reads
+// "line N: <problem>; expected <what>: '<the line>'".
+class trace_error : public std::runtime_error {
+public:
+    trace_error(std::size_t line, const std::string& message)
+        : std::runtime_error("line " + std::to_string(line) + ": " + message), line_(line) {}
+    std::size_t line() const noexcept { return line_; }
+
+private:
+    std::size_t line_;
+};
+
+namespace detail {
+
+// The line as it may be quoted in a message: at most 80 characters,
+// non-printable bytes as \xNN (traces are text; a fuzzer's are not).
+inline std::string quote(std::string_view s) {
+    std::string out = "'";
+    const std::size_t n = s.size() < 80 ? s.size() : 80;
+    for (std::size_t i = 0; i < n; ++i) {
+        const auto c = static_cast<unsigned char>(s[i]);
+        if (c >= 0x20 && c < 0x7f) {
+            out += static_cast<char>(c);
+        } else {
+            static constexpr char hex[] = "0123456789abcdef";
+            out += "\\x";
+            out += hex[c >> 4];
+            out += hex[c & 15];
+        }
+    }
+    if (s.size() > n) out += "...";
+    return out + "'";
+}
+
+inline bool parse_dec(std::string_view s, std::uint64_t& v) {
+    if (s.empty() || s.front() < '0' || s.front() > '9') return false;  // no sign, no space
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v, 10);
+    return ec == std::errc{} && p == s.data() + s.size();
+}
+
+inline bool parse_hex(std::string_view s, std::uint64_t& v) {
+    if (s.size() < 3 || s[0] != '0' || (s[1] != 'x' && s[1] != 'X')) return false;
+    s.remove_prefix(2);
+    if (s.front() == '+' || s.front() == '-') return false;
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v, 16);
+    return ec == std::errc{} && p == s.data() + s.size();
+}
+
+}  // namespace detail
+
+// The header every trace starts with.
+inline constexpr std::string_view trace_header = "clpool-trace 1";
+
+// Parses a whole trace. Lines end in "\n" (a "\r" before it is dropped);
+// blank lines and lines starting with '#' are skipped. Checks the header,
+// the op, the field count, every number, and that ids pair up: an alloc of a
+// live id and a free of an id that is not live are errors.
+// Returns the events in file order. Throws trace_error (only) for a malformed
+// trace, naming the line and what was expected; std::bad_alloc if memory runs out.
+// Cost: O(length of text). Thread-safe (no shared state).
+inline Trace parse_trace(std::string_view text) {
+    Trace trace;
+    std::unordered_map<std::uint64_t, std::size_t> live;  // id -> index of its alloc event
+    std::size_t line_no = 0;
+    bool header_seen = false;
+    std::vector<std::string_view> fields;
+    while (!text.empty()) {
+        const std::size_t nl = text.find('\n');
+        std::string_view line = text.substr(0, nl);
+        text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
+        ++line_no;
+        if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+        auto fail = [&](const std::string& what) { return trace_error(line_no, what + ": " + detail::quote(line)); };
+        if (!header_seen) {
+            if (line != trace_header) {
+                if (line.substr(0, 13) == "clpool-trace ")
+                    throw fail("unsupported trace version; expected the header '" + std::string(trace_header) + "'");
+                throw fail("not a clpool trace; expected the header '" + std::string(trace_header) + "'");
+            }
+            header_seen = true;
+            continue;
+        }
+        if (line.empty() || line.front() == '#') continue;
+
+        fields.clear();
+        for (std::size_t start = 0;;) {
+            const std::size_t sp = line.find(' ', start);
+            fields.push_back(line.substr(start, sp == std::string_view::npos ? std::string_view::npos : sp - start));
+            if (sp == std::string_view::npos) break;
+            start = sp + 1;
+        }
+        for (std::size_t i = 0; i < fields.size(); ++i)
+            if (fields[i].empty())
+                throw fail("empty field " + std::to_string(i + 1) +
+                           "; expected fields separated by single spaces, no leading or trailing space");
+        if (fields.size() < 2)
+            throw fail("too few fields; expected '<t_ns> alloc <id> <ctx> <flags> <bytes>' or '<t_ns> free <id>'");
+
+        Event e;
+        e.line = line_no;
+        if (!detail::parse_dec(fields[0], e.t_ns))
+            throw fail("bad time '" + std::string(fields[0].substr(0, 40)) +
+                       "'; expected a decimal count of nanoseconds (field 1)");
+        if (fields[1] == "alloc") {
+            if (fields.size() != 6)
+                throw fail("alloc has " + std::to_string(fields.size()) +
+                           " fields; expected 6: '<t_ns> alloc <id> <ctx> <flags> <bytes>'");
+            e.kind = op::alloc;
+            if (!detail::parse_dec(fields[2], e.id))
+                throw fail("bad id '" + std::string(fields[2].substr(0, 40)) + "'; expected a decimal id (field 3)");
+            if (!detail::parse_hex(fields[3], e.ctx))
+                throw fail("bad context '" + std::string(fields[3].substr(0, 40)) +
+                           "'; expected a hex token like 0x1 (field 4)");
+            if (!detail::parse_hex(fields[4], e.flags))
+                throw fail("bad flags '" + std::string(fields[4].substr(0, 40)) +
+                           "'; expected hex cl_mem_flags like 0x1 (field 5)");
+            if (!detail::parse_dec(fields[5], e.bytes))
+                throw fail("bad size '" + std::string(fields[5].substr(0, 40)) +
+                           "'; expected a decimal byte count (field 6)");
+            auto [it, fresh] = live.try_emplace(e.id, trace.events.size());
+            if (!fresh)
+                throw fail("alloc of id " + std::to_string(e.id) + ", which is still live (allocated on line " +
+                           std::to_string(trace.events[it->second].line) + "); expected a free of it first");
+        } else if (fields[1] == "free") {
+            if (fields.size() != 3)
+                throw fail("free has " + std::to_string(fields.size()) + " fields; expected 3: '<t_ns> free <id>'");
+            e.kind = op::free;
+            if (!detail::parse_dec(fields[2], e.id))
+                throw fail("bad id '" + std::string(fields[2].substr(0, 40)) + "'; expected a decimal id (field 3)");
+            auto it = live.find(e.id);
+            if (it == live.end())
+                throw fail("free of id " + std::to_string(e.id) +
+                           ", which is not live (never allocated, or already freed); expected the id of a live alloc");
+            const Event& a = trace.events[it->second];
+            e.ctx = a.ctx;
+            e.flags = a.flags;
+            e.bytes = a.bytes;
+            live.erase(it);
+        } else {
+            throw fail("unknown op '" + std::string(fields[1].substr(0, 40)) + "'; expected alloc or free (field 2)");
+        }
+        trace.events.push_back(e);
+    }
+    if (!header_seen)
+        throw trace_error(1, "empty file; expected the header '" + std::string(trace_header) + "'");
+    trace.lines = line_no;
+    trace.live_at_end = live.size();
+    for (const auto& [id, index] : live) trace.live_bytes_at_end += trace.events[index].bytes;
+    return trace;
+}
+
+}  // namespace clpool::replay

@@ -1,0 +1,1 @@
+# CTest entries for the tools (filled below).
