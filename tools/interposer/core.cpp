@@ -1,0 +1,784 @@
+// The interception core: per-(context, flags) pools behind the application's clCreateBuffer, with
+// the application's reference counts, queries and callbacks kept as OpenCL promises them.
+//
+// How a pooled buffer looks to the application (docs/DROPIN.md has the why):
+// the pool holds a bucket buffer (power-of-two size); the application gets a
+// sub-buffer of it at origin 0 with exactly the size it asked for, so the
+// driver itself enforces the size (CL_MEM_SIZE, bounds of reads, writes and
+// sub-buffers). The core keeps the application's reference count itself (the
+// driver's count on the sub-buffer stays 1, owned by the core); when it
+// reaches zero the application's destructor callbacks fire, and once the
+// buffer's own sub-buffers are gone the bucket goes back to the pool behind a
+// marker on every queue of the context. The freed handle stays alive as a
+// tombstone while its bucket sits in the cache, so a second release is
+// answered CL_INVALID_MEM_OBJECT instead of reaching freed driver memory; the
+// tombstone is reused as-is when the bucket is next asked for the same size.
+#include "core.hpp"
+#include "next.hpp"
+#include "clpool_interpose.h"
+
+#include <clpool/config.hpp>
+#include <clpool/opencl.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include <unistd.h>
+
+namespace clpool::interpose {
+
+const cl_icd_dispatch* g_next = nullptr;
+
+namespace {
+
+// Capped (CLPOOL_MAX_CACHED_GB, 16 per bucket), but telling the core whether
+// its last answer kept the buffer: a bucket the cap sends back to the driver
+// must take its tombstone with it.
+thread_local bool tl_admitted = false;
+struct RecordingCapped : Capped {
+    bool admit(std::size_t bucket_bytes, std::size_t cached_total, std::size_t in_bucket) const noexcept {
+        tl_admitted = Capped::admit(bucket_bytes, cached_total, in_bucket);
+        return tl_admitted;
+    }
+};
+static_assert(LimitPolicy<RecordingCapped>);
+
+using PoolT = Pool<PowerOfTwoBuckets, DeviceLocal, RecordingCapped, SingleMutex, OpenCLBackend>;
+
+constexpr cl_mem_flags access_bits = CL_MEM_READ_WRITE | CL_MEM_WRITE_ONLY | CL_MEM_READ_ONLY;
+constexpr cl_mem_flags host_access_bits = CL_MEM_HOST_WRITE_ONLY | CL_MEM_HOST_READ_ONLY | CL_MEM_HOST_NO_ACCESS;
+constexpr cl_mem_flags poolable_bits = access_bits | host_access_bits | CL_MEM_ALLOC_HOST_PTR | CL_MEM_COPY_HOST_PTR;
+
+struct ContextState {
+    cl_context ctx = nullptr;
+    cl_uint refs = 1;  // the application's count
+    unsigned token = 0;
+    bool open = true;  // false once the application released it
+    cl_device_id device = nullptr;
+    std::map<cl_mem_flags, std::unique_ptr<PoolT>> pools;
+    std::vector<cl_command_queue> queues;  // the application's live queues
+    std::vector<cl_event> retired;         // markers on queues the application released
+    cl_command_queue writer = nullptr;     // the core's queue for CL_MEM_COPY_HOST_PTR data
+};
+
+struct MemRec {
+    cl_mem mem = nullptr;  // the application's handle: a sub-buffer the core made
+    std::shared_ptr<ContextState> ctx;
+    cl_mem_flags flags = 0;  // as asked
+    std::size_t size = 0;    // as asked
+    cl_uint refs = 1;        // the application's count; 0 = freed (a tombstone)
+    MemRec* parent = nullptr;  // application sub-buffers: the pooled buffer they are part of
+    std::size_t live_subs = 0;
+    std::vector<cl_mem> dead_subs;  // freed sub-buffers kept alive with their parent's tombstone
+    std::vector<std::pair<core::mem_notify, void*>> callbacks;
+    PoolT::handle block;     // pooled buffers: the bucket, until recycled
+    cl_mem bucket = nullptr;
+    std::uint64_t trace_id = 0;
+};
+
+struct QueueRec {
+    std::shared_ptr<ContextState> ctx;
+    cl_uint refs = 1;
+};
+
+struct Totals {  // stats of pools already destroyed
+    std::uint64_t hits = 0, misses = 0, evictions = 0;
+};
+
+// The trace: "clpool-trace 1", then one line per event (docs/TRACE_FORMAT.md).
+class Trace {
+public:
+    explicit Trace(FILE* f) : f_(f), t0_(std::chrono::steady_clock::now()) {
+        static char buffer[1 << 16];
+        std::setvbuf(f_, buffer, _IOFBF, sizeof buffer);
+        std::fprintf(f_, "clpool-trace 1\n# pid %ld; written by libclpool_interpose\n", static_cast<long>(getpid()));
+    }
+    std::uint64_t alloc(unsigned ctx_token, cl_mem_flags flags, std::size_t bytes) noexcept {
+        std::lock_guard lock(mu_);
+        const std::uint64_t id = ++last_id_;
+        std::fprintf(f_, "%" PRIu64 " alloc %" PRIu64 " 0x%x 0x%" PRIx64 " %zu\n", now(), id, ctx_token,
+                     static_cast<std::uint64_t>(flags), bytes);
+        return id;
+    }
+    void free(std::uint64_t id) noexcept {
+        std::lock_guard lock(mu_);
+        std::fprintf(f_, "%" PRIu64 " free %" PRIu64 "\n", now(), id);
+    }
+    void flush() noexcept {
+        if (!mu_.try_lock()) return;  // exit during a write on another thread: lose the tail, never hang
+        std::fflush(f_);
+        mu_.unlock();
+    }
+
+private:
+    std::uint64_t now() const noexcept {
+        const auto dt = std::chrono::steady_clock::now() - t0_;
+        // Strictly increasing, so the replay's order is the file's order.
+        std::uint64_t t = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(dt).count());
+        if (t <= last_t_) t = last_t_ + 1;
+        last_t_ = t;
+        return t;
+    }
+    std::mutex mu_;
+    FILE* f_;
+    std::chrono::steady_clock::time_point t0_;
+    std::uint64_t last_id_ = 0;
+    mutable std::uint64_t last_t_ = 0;
+};
+
+struct State {
+    std::mutex mu;
+    std::unordered_map<cl_context, std::shared_ptr<ContextState>> contexts;
+    std::unordered_map<cl_command_queue, QueueRec> queues;
+    std::unordered_map<cl_mem, std::unique_ptr<MemRec>> mems;
+    std::unordered_map<cl_mem, MemRec*> tombstones;  // bucket -> its freed handle
+    Totals closed;
+    unsigned next_token = 0;
+    std::atomic<std::uint64_t> passthrough{0}, fallbacks{0}, sub_buffers{0}, oom_retries{0};
+    std::atomic<bool> saw_context{false};
+    bool report = false;
+    Trace* trace = nullptr;
+    const char* mode = "preload";
+};
+
+void at_exit() noexcept;
+
+bool read_report_setting() {
+    const auto s = config::read_setting<bool>("CLPOOL_REPORT", false, config::parse_bool);
+    if (!s.value) {
+        std::fprintf(stderr, "%s; the report stays off\n", s.error.c_str());
+        return false;
+    }
+    return *s.value;
+}
+
+State& state() {
+    // Never destroyed: the exit report must not race a static destructor, and
+    // no OpenCL call may run at exit.
+    static State* s = [] {
+        auto* st = new State;
+        st->report = read_report_setting();
+        if (const char* path = std::getenv("CLPOOL_TRACE"); path && *path) {
+            if (FILE* f = std::fopen(path, "w"))
+                st->trace = new Trace(f);
+            else
+                std::fprintf(stderr, "clpool: CLPOOL_TRACE='%s' cannot be opened for writing (%s); no trace\n", path,
+                             std::strerror(errno));
+        }
+        std::atexit(at_exit);
+        return st;
+    }();
+    return *s;
+}
+
+// Fills an info query's answer as the driver would: CL_INVALID_VALUE when the
+// caller's room is too small.
+template <class T>
+cl_int answer(const T& v, std::size_t size, void* value, std::size_t* size_ret) {
+    if (value) {
+        if (size < sizeof(T)) return CL_INVALID_VALUE;
+        std::memcpy(value, &v, sizeof(T));
+    }
+    if (size_ret) *size_ret = sizeof(T);
+    return CL_SUCCESS;
+}
+
+bool poolable(cl_mem_flags flags, std::size_t size, const void* host_ptr) noexcept {
+    if (size == 0 || (flags & ~poolable_bits) != 0) return false;  // the driver answers errors and rare flags
+    if (std::popcount(flags & access_bits) > 1 || std::popcount(flags & host_access_bits) > 1) return false;
+    if (flags & CL_MEM_COPY_HOST_PTR) {
+        // The copy is an enqueued write, which host-access flags would forbid.
+        return host_ptr != nullptr && (flags & host_access_bits) == 0;
+    }
+    return host_ptr == nullptr;
+}
+
+// --- under State::mu from here on -------------------------------------------------------------------
+
+// Frees a tombstone for good: its dead sub-buffers, then the handle itself.
+void destroy_tombstone(State& st, MemRec* rec) noexcept {
+    for (cl_mem sub : rec->dead_subs) {
+        next().clReleaseMemObject(sub);
+        st.mems.erase(sub);
+    }
+    rec->block.release();  // normally already empty
+    next().clReleaseMemObject(rec->mem);
+    st.mems.erase(rec->mem);  // destroys rec
+}
+
+void fold_stats(State& st, const PoolT& pool) {
+    const auto s = pool.stats();
+    st.closed.hits += s.hits;
+    st.closed.misses += s.misses;
+    st.closed.evictions += s.evictions;
+}
+
+// The events a released buffer waits for: a marker on each of the context's
+// queues (every command enqueued so far) and the markers of queues already released.
+std::vector<cl::Event> fences(ContextState& cs) {
+    std::vector<cl::Event> out;
+    std::erase_if(cs.retired, [](cl_event e) {
+        if (!OpenCLBackend::event_complete(cl::Event(e, true))) return false;
+        clReleaseEvent(e);
+        return true;
+    });
+    for (cl_event e : cs.retired) out.emplace_back(e, true);
+    for (cl_command_queue q : cs.queues) {
+        cl_event marker = nullptr;
+        if (clEnqueueMarkerWithWaitList(q, 0, nullptr, &marker) == CL_SUCCESS) {
+            out.emplace_back(marker, false);
+            clFlush(q);  // an unflushed marker might never complete
+        } else {
+            clFinish(q);  // cannot fence: wait instead
+        }
+    }
+    return out;
+}
+
+// Hands a pooled buffer's bucket back (its count and its sub-buffers' are zero).
+void recycle(State& st, MemRec* rec) {
+    ContextState& cs = *rec->ctx;
+    if (!cs.open) {  // the context's pools are gone: free at once (the driver waits for running commands)
+        destroy_tombstone(st, rec);
+        return;
+    }
+    std::vector<cl::Event> events;
+    try {
+        events = fences(cs);
+    } catch (...) {
+        for (cl_command_queue q : cs.queues) clFinish(q);
+        events.clear();
+    }
+    tl_admitted = false;
+    rec->block.release_after(events.data(), events.size());
+    if (tl_admitted)
+        st.tombstones[rec->bucket] = rec;
+    else
+        destroy_tombstone(st, rec);  // evicted: the bucket went back to the driver
+}
+
+// Gives back everything the context's pools hold but do not lend (the
+// out-of-memory answer): tombstones first, since they keep their buckets alive.
+void give_back(State& st, ContextState& cs) {
+    std::vector<MemRec*> doomed;
+    for (auto& [bucket, rec] : st.tombstones)
+        if (rec->ctx.get() == &cs) doomed.push_back(rec);
+    for (MemRec* rec : doomed) {
+        st.tombstones.erase(rec->bucket);
+        destroy_tombstone(st, rec);
+    }
+    for (auto& [flags, pool] : cs.pools) pool->trim();
+}
+
+PoolT* pool_for(ContextState& cs, cl_mem_flags key) {
+    auto& slot = cs.pools[key];
+    if (!slot) {
+        if (!cs.device) cs.device = opencl::context_devices(cs.ctx)[0];
+        slot = std::make_unique<PoolT>(OpenCLBackend(cl::Context(cs.ctx, true), cs.device, key), RecordingCapped{});
+    }
+    return slot.get();
+}
+
+std::shared_ptr<ContextState> open_context(State& st, cl_context c) {
+    auto it = st.contexts.find(c);
+    return it == st.contexts.end() ? nullptr : it->second;
+}
+
+// Closes a context the application released: its pools, tombstones, queues.
+// Buffers the application still holds keep working and are freed on release.
+void close_context(State& st, const std::shared_ptr<ContextState>& cs) {
+    cs->open = false;
+    std::vector<MemRec*> doomed;
+    for (auto& [bucket, rec] : st.tombstones)
+        if (rec->ctx == cs) doomed.push_back(rec);
+    for (MemRec* rec : doomed) {
+        st.tombstones.erase(rec->bucket);
+        destroy_tombstone(st, rec);
+    }
+    for (auto& [flags, pool] : cs->pools) fold_stats(st, *pool);
+    cs->pools.clear();  // buffers still lent become orphans, freed on release
+    for (cl_event e : cs->retired) clReleaseEvent(e);
+    cs->retired.clear();
+    if (cs->writer) next().clReleaseCommandQueue(cs->writer);
+    cs->writer = nullptr;
+    for (cl_command_queue q : cs->queues) st.queues.erase(q);
+    cs->queues.clear();
+}
+
+void trace_passthrough(State& st, cl_mem m, cl_context c, cl_mem_flags flags, std::size_t size) {
+    ++st.passthrough;
+    if (!st.trace) return;
+    unsigned token = 0;
+    {
+        std::lock_guard lock(st.mu);
+        if (auto cs = open_context(st, c)) token = cs->token;
+    }
+    const std::uint64_t id = st.trace->alloc(token, flags, size);
+    // The driver says when it frees the buffer; the callback writes only the trace.
+    next().clSetMemObjectDestructorCallback(
+        m, [](cl_mem, void* p) { state().trace->free(reinterpret_cast<std::uintptr_t>(p)); },
+        reinterpret_cast<void*>(static_cast<std::uintptr_t>(id)));
+}
+
+void report(State& st) {
+    // Makes no OpenCL call: runs at exit. Waits briefly for the lock, then gives up.
+    std::unique_lock lock(st.mu, std::defer_lock);
+    for (int i = 0; i < 100 && !lock.try_lock(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (!lock.owns_lock()) {
+        std::fprintf(stderr, "clpool: report skipped: the interposer was busy at exit\n");
+        return;
+    }
+    std::uint64_t hits = st.closed.hits, misses = st.closed.misses, evictions = st.closed.evictions;
+    std::size_t held = 0, cached = 0, pending = 0, peak = 0;
+    for (auto& [c, cs] : st.contexts) {
+        for (auto& [flags, pool] : cs->pools) {
+            const auto s = pool->stats();
+            std::fprintf(stderr,
+                         "clpool: ctx 0x%x flags 0x%" PRIx64 ": hits %" PRIu64 " misses %" PRIu64
+                         " hit_rate %.1f%% held %zu B cached %zu B evictions %" PRIu64 "\n",
+                         cs->token, static_cast<std::uint64_t>(flags), s.hits, s.misses, 100.0 * s.hit_rate(),
+                         s.bytes_allocated, s.bytes_cached, s.evictions);
+            hits += s.hits;
+            misses += s.misses;
+            evictions += s.evictions;
+            held += s.bytes_allocated;
+            cached += s.bytes_cached;
+            pending += s.bytes_pending;
+            peak = std::max(peak, s.peak_bytes_allocated);
+        }
+    }
+    const double rate = hits + misses ? 100.0 * static_cast<double>(hits) / static_cast<double>(hits + misses) : 0.0;
+    std::fprintf(stderr,
+                 "clpool: interposer (%s) total: hits %" PRIu64 " misses %" PRIu64 " hit_rate %.1f%% evictions %" PRIu64
+                 " held %zu B cached %zu B pending %zu B passthrough %" PRIu64 " fallbacks %" PRIu64
+                 " sub_buffers %" PRIu64 " oom_retries %" PRIu64 "\n",
+                 st.mode, hits, misses, rate, evictions, held, cached, pending, st.passthrough.load(),
+                 st.fallbacks.load(), st.sub_buffers.load(), st.oom_retries.load());
+}
+
+void at_exit() noexcept {
+    State& st = state();
+    if (st.report && st.saw_context) report(st);
+    if (st.trace) st.trace->flush();
+}
+
+}  // namespace
+
+namespace core {
+
+void set_mode(const char* mode) noexcept { state().mode = mode; }
+
+// --- contexts ---------------------------------------------------------------------------------------
+
+static cl_context track_context(cl_context c) {
+    if (!c) return c;
+    State& st = state();
+    st.saw_context = true;
+    std::lock_guard lock(st.mu);
+    auto cs = std::make_shared<ContextState>();
+    cs->ctx = c;
+    cs->token = ++st.next_token;
+    st.contexts[c] = std::move(cs);
+    return c;
+}
+
+cl_context create_context(const cl_context_properties* props, cl_uint ndev, const cl_device_id* devices,
+                          context_notify notify, void* user_data, cl_int* err) {
+    core_scope guard;
+    return track_context(next().clCreateContext(props, ndev, devices, notify, user_data, err));
+}
+
+cl_context create_context_from_type(const cl_context_properties* props, cl_device_type type, context_notify notify,
+                                    void* user_data, cl_int* err) {
+    core_scope guard;
+    return track_context(next().clCreateContextFromType(props, type, notify, user_data, err));
+}
+
+cl_int retain_context(cl_context c) {
+    core_scope guard;
+    State& st = state();
+    const cl_int rc = next().clRetainContext(c);
+    if (rc == CL_SUCCESS) {
+        std::lock_guard lock(st.mu);
+        if (auto cs = open_context(st, c)) ++cs->refs;
+    }
+    return rc;
+}
+
+cl_int release_context(cl_context c) {
+    core_scope guard;
+    State& st = state();
+    std::unique_lock lock(st.mu);
+    auto cs = open_context(st, c);
+    if (!cs) {
+        lock.unlock();
+        return next().clReleaseContext(c);
+    }
+    const cl_int rc = next().clReleaseContext(c);  // the pools' own references keep it valid meanwhile
+    if (rc != CL_SUCCESS) return rc;
+    if (--cs->refs == 0) {
+        st.contexts.erase(c);
+        close_context(st, cs);
+    }
+    return rc;
+}
+
+cl_int get_context_info(cl_context c, cl_context_info param, size_t size, void* value, size_t* size_ret) {
+    core_scope guard;
+    if (param == CL_CONTEXT_REFERENCE_COUNT) {
+        State& st = state();
+        std::unique_lock lock(st.mu);
+        if (auto cs = open_context(st, c)) return answer<cl_uint>(cs->refs, size, value, size_ret);
+    }
+    return next().clGetContextInfo(c, param, size, value, size_ret);
+}
+
+// --- queues -----------------------------------------------------------------------------------------
+
+static cl_command_queue track_queue(cl_context c, cl_command_queue q) {
+    if (!q) return q;
+    State& st = state();
+    std::lock_guard lock(st.mu);
+    if (auto cs = open_context(st, c)) {
+        cs->queues.push_back(q);
+        st.queues[q] = QueueRec{cs, 1};
+    }
+    return q;
+}
+
+cl_command_queue create_queue(cl_context c, cl_device_id d, cl_command_queue_properties props, cl_int* err) {
+    core_scope guard;
+    return track_queue(c, next().clCreateCommandQueue(c, d, props, err));
+}
+
+cl_command_queue create_queue_with_properties(cl_context c, cl_device_id d, const cl_queue_properties* props,
+                                              cl_int* err) {
+    core_scope guard;
+    return track_queue(c, next().clCreateCommandQueueWithProperties(c, d, props, err));
+}
+
+cl_int retain_queue(cl_command_queue q) {
+    core_scope guard;
+    State& st = state();
+    const cl_int rc = next().clRetainCommandQueue(q);
+    if (rc == CL_SUCCESS) {
+        std::lock_guard lock(st.mu);
+        if (auto it = st.queues.find(q); it != st.queues.end()) ++it->second.refs;
+    }
+    return rc;
+}
+
+cl_int release_queue(cl_command_queue q) {
+    core_scope guard;
+    State& st = state();
+    {
+        std::lock_guard lock(st.mu);
+        auto it = st.queues.find(q);
+        if (it != st.queues.end() && --it->second.refs == 0) {
+            // Buffers released later must still wait for what this queue runs.
+            ContextState& cs = *it->second.ctx;
+            cl_event marker = nullptr;
+            if (clEnqueueMarkerWithWaitList(q, 0, nullptr, &marker) == CL_SUCCESS) {
+                cs.retired.push_back(marker);
+                clFlush(q);
+            } else {
+                clFinish(q);
+            }
+            std::erase(cs.queues, q);
+            st.queues.erase(it);
+        }
+    }
+    return next().clReleaseCommandQueue(q);
+}
+
+cl_int get_queue_info(cl_command_queue q, cl_command_queue_info param, size_t size, void* value, size_t* size_ret) {
+    core_scope guard;
+    if (param == CL_QUEUE_REFERENCE_COUNT) {
+        State& st = state();
+        std::unique_lock lock(st.mu);
+        if (auto it = st.queues.find(q); it != st.queues.end())
+            return answer<cl_uint>(it->second.refs, size, value, size_ret);
+    }
+    return next().clGetCommandQueueInfo(q, param, size, value, size_ret);
+}
+
+// --- buffers ----------------------------------------------------------------------------------------
+
+// The pooled path; nullptr (with *err untouched) when it cannot serve the call.
+static cl_mem create_pooled(State& st, cl_context c, cl_mem_flags flags, std::size_t size, void* host_ptr,
+                            cl_int* err) {
+    std::lock_guard lock(st.mu);
+    auto cs = open_context(st, c);
+    if (!cs) return nullptr;  // a context created before the interposer saw it: pass through
+    PoolT::handle h;
+    try {
+        PoolT* pool = pool_for(*cs, flags & ~CL_MEM_COPY_HOST_PTR);
+        try {
+            h = pool->allocate(size);
+        } catch (const out_of_memory&) {
+            ++st.oom_retries;
+            give_back(st, *cs);
+            h = pool->try_allocate(size);
+        }
+    } catch (...) {
+        // size above the device limit, driver errors, invalid CLPOOL_MAX_CACHED_GB: the driver answers.
+    }
+    if (!h) {
+        ++st.fallbacks;
+        return nullptr;
+    }
+    const cl_mem bucket = h.buffer()();
+    MemRec* rec = nullptr;
+    if (auto t = st.tombstones.find(bucket); t != st.tombstones.end()) {
+        MemRec* old = t->second;
+        st.tombstones.erase(t);
+        if (old->size == size) {  // same size: the old handle serves again, no driver call
+            for (cl_mem sub : old->dead_subs) {
+                next().clReleaseMemObject(sub);
+                st.mems.erase(sub);
+            }
+            old->dead_subs.clear();
+            rec = old;
+        } else {
+            destroy_tombstone(st, old);
+        }
+    }
+    if (!rec) {
+        const cl_buffer_region region{0, size};
+        cl_int e = CL_SUCCESS;
+        cl_mem sub = next().clCreateSubBuffer(bucket, 0, CL_BUFFER_CREATE_TYPE_REGION, &region, &e);
+        if (!sub) {
+            ++st.fallbacks;
+            return nullptr;  // h goes back to the pool
+        }
+        auto owned = std::make_unique<MemRec>();
+        rec = owned.get();
+        rec->mem = sub;
+        st.mems[sub] = std::move(owned);
+    }
+    rec->ctx = cs;
+    rec->flags = flags;
+    rec->size = size;
+    rec->refs = 1;
+    rec->parent = nullptr;
+    rec->live_subs = 0;
+    rec->callbacks.clear();
+    rec->bucket = bucket;
+    rec->block = std::move(h);
+    if (flags & CL_MEM_COPY_HOST_PTR) {
+        cl_int e = CL_SUCCESS;
+        if (!cs->writer) cs->writer = next().clCreateCommandQueue(c, cs->device, 0, &e);
+        if (e == CL_SUCCESS)
+            e = clEnqueueWriteBuffer(cs->writer, rec->mem, CL_TRUE, 0, size, host_ptr, 0, nullptr, nullptr);
+        if (e != CL_SUCCESS) {
+            rec->refs = 0;
+            rec->block.release();
+            destroy_tombstone(st, rec);
+            ++st.fallbacks;
+            return nullptr;
+        }
+    }
+    if (st.trace) rec->trace_id = st.trace->alloc(cs->token, flags, size);
+    if (err) *err = CL_SUCCESS;
+    return rec->mem;
+}
+
+cl_mem create_buffer(cl_context c, cl_mem_flags flags, size_t size, void* host_ptr, cl_int* err) {
+    core_scope guard;
+    State& st = state();
+    if (poolable(flags, size, host_ptr)) {
+        if (cl_mem m = create_pooled(st, c, flags, size, host_ptr, err)) return m;
+    }
+    cl_mem m = next().clCreateBuffer(c, flags, size, host_ptr, err);
+    if (m) trace_passthrough(st, m, c, flags, size);
+    return m;
+}
+
+cl_mem create_buffer_with_properties(cl_context c, const cl_mem_properties* props, cl_mem_flags flags, size_t size,
+                                     void* host_ptr, cl_int* err) {
+    if (!props || props[0] == 0) return create_buffer(c, flags, size, host_ptr, err);
+    core_scope guard;
+    State& st = state();
+    cl_mem m = next().clCreateBufferWithProperties(c, props, flags, size, host_ptr, err);
+    if (m) trace_passthrough(st, m, c, flags, size);
+    return m;
+}
+
+cl_mem create_sub_buffer(cl_mem parent, cl_mem_flags flags, cl_buffer_create_type type, const void* info,
+                         cl_int* err) {
+    core_scope guard;
+    State& st = state();
+    std::unique_lock lock(st.mu);
+    auto it = st.mems.find(parent);
+    if (it == st.mems.end()) {
+        lock.unlock();
+        return next().clCreateSubBuffer(parent, flags, type, info, err);
+    }
+    MemRec* rec = it->second.get();
+    auto fail = [&](cl_int code) -> cl_mem {
+        if (err) *err = code;
+        return nullptr;
+    };
+    if (rec->refs == 0 || rec->parent) return fail(CL_INVALID_MEM_OBJECT);  // freed, or a sub-buffer's sub-buffer
+    if (type != CL_BUFFER_CREATE_TYPE_REGION || !info) return fail(CL_INVALID_VALUE);
+    const auto* region = static_cast<const cl_buffer_region*>(info);
+    if (region->size == 0) return fail(CL_INVALID_BUFFER_SIZE);
+    if (region->origin > rec->size || region->size > rec->size - region->origin) return fail(CL_INVALID_VALUE);
+    // Origin 0 of the handle is origin 0 of the bucket: the same region, the same alignment rule.
+    cl_mem sub = next().clCreateSubBuffer(rec->bucket, flags, type, info, err);
+    if (!sub) return nullptr;
+    auto owned = std::make_unique<MemRec>();
+    owned->mem = sub;
+    owned->ctx = rec->ctx;
+    owned->flags = flags;
+    owned->size = region->size;
+    owned->parent = rec;
+    ++rec->live_subs;
+    st.mems[sub] = std::move(owned);
+    ++st.sub_buffers;
+    return sub;
+}
+
+cl_int retain_mem(cl_mem m) {
+    core_scope guard;
+    State& st = state();
+    std::unique_lock lock(st.mu);
+    auto it = st.mems.find(m);
+    if (it == st.mems.end()) {
+        lock.unlock();
+        return next().clRetainMemObject(m);
+    }
+    if (it->second->refs == 0) return CL_INVALID_MEM_OBJECT;
+    ++it->second->refs;
+    return CL_SUCCESS;
+}
+
+cl_int release_mem(cl_mem m) {
+    core_scope guard;
+    State& st = state();
+    std::vector<std::pair<mem_notify, void*>> callbacks;
+    {
+        std::unique_lock lock(st.mu);
+        auto it = st.mems.find(m);
+        if (it == st.mems.end()) {
+            lock.unlock();
+            return next().clReleaseMemObject(m);
+        }
+        MemRec* rec = it->second.get();
+        if (rec->refs == 0) return CL_INVALID_MEM_OBJECT;  // released already: the handle is a tombstone
+        if (--rec->refs > 0) return CL_SUCCESS;
+        callbacks = std::move(rec->callbacks);
+        rec->callbacks.clear();
+        if (MemRec* parent = rec->parent) {
+            --parent->live_subs;
+            parent->dead_subs.push_back(m);
+            if (parent->refs == 0 && parent->live_subs == 0) recycle(st, parent);
+        } else {
+            if (st.trace) st.trace->free(rec->trace_id);
+            if (rec->live_subs == 0) recycle(st, rec);
+        }
+    }
+    // The application's destructor callbacks, last registered first, outside the lock.
+    app_scope as_app;
+    for (auto cb = callbacks.rbegin(); cb != callbacks.rend(); ++cb) cb->first(m, cb->second);
+    return CL_SUCCESS;
+}
+
+cl_int get_mem_info(cl_mem m, cl_mem_info param, size_t size, void* value, size_t* size_ret) {
+    core_scope guard;
+    State& st = state();
+    std::unique_lock lock(st.mu);
+    auto it = st.mems.find(m);
+    if (it == st.mems.end()) {
+        lock.unlock();
+        return next().clGetMemObjectInfo(m, param, size, value, size_ret);
+    }
+    const MemRec* rec = it->second.get();
+    if (rec->refs == 0) return CL_INVALID_MEM_OBJECT;
+    switch (param) {
+    case CL_MEM_REFERENCE_COUNT:
+        return answer<cl_uint>(rec->refs, size, value, size_ret);
+    case CL_MEM_HOST_PTR:
+        return answer<void*>(nullptr, size, value, size_ret);  // pooled buffers never use the app's memory
+    case CL_MEM_ASSOCIATED_MEMOBJECT:
+        return answer<cl_mem>(rec->parent ? rec->parent->mem : nullptr, size, value, size_ret);
+    case CL_MEM_FLAGS: {
+        // The driver's answer for the handle (it inherits the bucket's flags, made
+        // from the application's), plus the COPY_HOST_PTR the pool did by hand.
+        cl_mem_flags f = 0;
+        const cl_int rc = next().clGetMemObjectInfo(m, CL_MEM_FLAGS, sizeof f, &f, nullptr);
+        if (rc != CL_SUCCESS) return rc;
+        const cl_mem_flags asked = rec->parent ? rec->parent->flags : rec->flags;
+        return answer<cl_mem_flags>(f | (asked & CL_MEM_COPY_HOST_PTR), size, value, size_ret);
+    }
+    default:  // CL_MEM_SIZE, CL_MEM_OFFSET, CL_MEM_TYPE, CL_MEM_CONTEXT, ...: the handle's own are right
+        return next().clGetMemObjectInfo(m, param, size, value, size_ret);
+    }
+}
+
+cl_int set_mem_destructor_callback(cl_mem m, mem_notify notify, void* user_data) {
+    core_scope guard;
+    State& st = state();
+    std::unique_lock lock(st.mu);
+    auto it = st.mems.find(m);
+    if (it == st.mems.end()) {
+        lock.unlock();
+        return next().clSetMemObjectDestructorCallback(m, notify, user_data);
+    }
+    if (!notify) return CL_INVALID_VALUE;
+    if (it->second->refs == 0) return CL_INVALID_MEM_OBJECT;
+    try {
+        it->second->callbacks.emplace_back(notify, user_data);
+    } catch (...) {
+        return CL_OUT_OF_HOST_MEMORY;
+    }
+    return CL_SUCCESS;
+}
+
+}  // namespace core
+
+}  // namespace clpool::interpose
+
+extern "C" __attribute__((visibility("default"))) int clpool_interpose_get_counters(clpool_interpose_counters* out) {
+    using namespace clpool::interpose;
+    State& st = state();
+    clpool_interpose_counters c{};
+    std::lock_guard lock(st.mu);
+    c.hits = st.closed.hits;
+    c.misses = st.closed.misses;
+    c.evictions = st.closed.evictions;
+    for (auto& [ctx, cs] : st.contexts) {
+        ++c.contexts_open;
+        for (auto& [flags, pool] : cs->pools) {
+            const auto s = pool->stats();
+            ++c.pools_open;
+            c.hits += s.hits;
+            c.misses += s.misses;
+            c.evictions += s.evictions;
+            c.bytes_cached += s.bytes_cached;
+            c.bytes_pending += s.bytes_pending;
+            c.bytes_held += s.bytes_allocated;
+        }
+    }
+    for (auto& [m, rec] : st.mems) c.live_buffers += (rec->refs > 0 && !rec->parent);
+    c.passthrough = st.passthrough;
+    c.fallbacks = st.fallbacks;
+    c.sub_buffers = st.sub_buffers;
+    c.oom_retries = st.oom_retries;
+    *out = c;
+    return 0;
+}

@@ -1,0 +1,143 @@
+// The OpenCL layer front (OPENCL_LAYERS): clGetLayerInfo / clInitLayer and a dispatch table over the core.
+#include "core.hpp"
+#include "next.hpp"
+
+#include <CL/cl_layer.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace clpool::interpose {
+namespace {
+
+cl_icd_dispatch layer_next{};   // the table below this layer (zero past what the loader gave)
+cl_icd_dispatch layer_table{};  // what the loader calls: layer_next with the core's entries
+
+const cl_icd_dispatch& below() noexcept { return layer_next; }
+
+cl_context CL_API_CALL l_create_context(const cl_context_properties* p, cl_uint n, const cl_device_id* d,
+                                        core::context_notify f, void* u, cl_int* e) {
+    if (in_core()) return below().clCreateContext(p, n, d, f, u, e);
+    return core::create_context(p, n, d, f, u, e);
+}
+cl_context CL_API_CALL l_create_context_from_type(const cl_context_properties* p, cl_device_type t,
+                                                  core::context_notify f, void* u, cl_int* e) {
+    if (in_core()) return below().clCreateContextFromType(p, t, f, u, e);
+    return core::create_context_from_type(p, t, f, u, e);
+}
+cl_int CL_API_CALL l_retain_context(cl_context c) {
+    return in_core() ? below().clRetainContext(c) : core::retain_context(c);
+}
+cl_int CL_API_CALL l_release_context(cl_context c) {
+    return in_core() ? below().clReleaseContext(c) : core::release_context(c);
+}
+cl_int CL_API_CALL l_get_context_info(cl_context c, cl_context_info i, size_t n, void* v, size_t* r) {
+    return in_core() ? below().clGetContextInfo(c, i, n, v, r) : core::get_context_info(c, i, n, v, r);
+}
+cl_command_queue CL_API_CALL l_create_queue(cl_context c, cl_device_id d, cl_command_queue_properties p, cl_int* e) {
+    return in_core() ? below().clCreateCommandQueue(c, d, p, e) : core::create_queue(c, d, p, e);
+}
+cl_command_queue CL_API_CALL l_create_queue_with_properties(cl_context c, cl_device_id d, const cl_queue_properties* p,
+                                                            cl_int* e) {
+    return in_core() ? below().clCreateCommandQueueWithProperties(c, d, p, e)
+                     : core::create_queue_with_properties(c, d, p, e);
+}
+cl_int CL_API_CALL l_retain_queue(cl_command_queue q) {
+    return in_core() ? below().clRetainCommandQueue(q) : core::retain_queue(q);
+}
+cl_int CL_API_CALL l_release_queue(cl_command_queue q) {
+    return in_core() ? below().clReleaseCommandQueue(q) : core::release_queue(q);
+}
+cl_int CL_API_CALL l_get_queue_info(cl_command_queue q, cl_command_queue_info i, size_t n, void* v, size_t* r) {
+    return in_core() ? below().clGetCommandQueueInfo(q, i, n, v, r) : core::get_queue_info(q, i, n, v, r);
+}
+cl_mem CL_API_CALL l_create_buffer(cl_context c, cl_mem_flags f, size_t n, void* h, cl_int* e) {
+    return in_core() ? below().clCreateBuffer(c, f, n, h, e) : core::create_buffer(c, f, n, h, e);
+}
+cl_mem CL_API_CALL l_create_buffer_with_properties(cl_context c, const cl_mem_properties* p, cl_mem_flags f, size_t n,
+                                                   void* h, cl_int* e) {
+    return in_core() ? below().clCreateBufferWithProperties(c, p, f, n, h, e)
+                     : core::create_buffer_with_properties(c, p, f, n, h, e);
+}
+cl_mem CL_API_CALL l_create_sub_buffer(cl_mem m, cl_mem_flags f, cl_buffer_create_type t, const void* i, cl_int* e) {
+    return in_core() ? below().clCreateSubBuffer(m, f, t, i, e) : core::create_sub_buffer(m, f, t, i, e);
+}
+cl_int CL_API_CALL l_retain_mem(cl_mem m) { return in_core() ? below().clRetainMemObject(m) : core::retain_mem(m); }
+cl_int CL_API_CALL l_release_mem(cl_mem m) { return in_core() ? below().clReleaseMemObject(m) : core::release_mem(m); }
+cl_int CL_API_CALL l_get_mem_info(cl_mem m, cl_mem_info i, size_t n, void* v, size_t* r) {
+    return in_core() ? below().clGetMemObjectInfo(m, i, n, v, r) : core::get_mem_info(m, i, n, v, r);
+}
+cl_int CL_API_CALL l_set_mem_destructor_callback(cl_mem m, core::mem_notify f, void* u) {
+    return in_core() ? below().clSetMemObjectDestructorCallback(m, f, u) : core::set_mem_destructor_callback(m, f, u);
+}
+
+}  // namespace
+}  // namespace clpool::interpose
+
+using namespace clpool::interpose;
+#define CLPOOL_EXPORT extern "C" __attribute__((visibility("default")))
+
+CLPOOL_EXPORT cl_int CL_API_CALL clGetLayerInfo(cl_layer_info param, size_t size, void* value, size_t* size_ret) {
+    switch (param) {
+    case CL_LAYER_API_VERSION: {
+        const cl_layer_api_version v = CL_LAYER_API_VERSION_100;
+        if (value) {
+            if (size < sizeof v) return CL_INVALID_VALUE;
+            std::memcpy(value, &v, sizeof v);
+        }
+        if (size_ret) *size_ret = sizeof v;
+        return CL_SUCCESS;
+    }
+    case CL_LAYER_NAME: {
+        static const char name[] = "clpool buffer pooling";
+        if (value) {
+            if (size < sizeof name) return CL_INVALID_VALUE;
+            std::memcpy(value, name, sizeof name);
+        }
+        if (size_ret) *size_ret = sizeof name;
+        return CL_SUCCESS;
+    }
+    default:
+        return CL_INVALID_VALUE;
+    }
+}
+
+CLPOOL_EXPORT cl_int CL_API_CALL clInitLayer(cl_uint num_entries, const cl_icd_dispatch* target,
+                                             cl_uint* num_entries_ret, const cl_icd_dispatch** layer_dispatch_ret) {
+    if (!target || !num_entries_ret || !layer_dispatch_ret) return CL_INVALID_VALUE;
+    constexpr std::size_t full = sizeof(cl_icd_dispatch) / sizeof(void*);
+    const std::size_t n = std::min<std::size_t>(num_entries, full);
+    std::memcpy(&layer_next, target, n * sizeof(void*));
+    std::memcpy(&layer_table, target, n * sizeof(void*));
+    if (g_next) {
+        // Also preloaded (the same library): the preload front already pools; this layer stays out of the way.
+        *layer_dispatch_ret = target;
+        *num_entries_ret = num_entries;
+        return CL_SUCCESS;
+    }
+    g_next = &layer_next;
+    core::set_mode("layer");
+    layer_table.clCreateContext = l_create_context;
+    layer_table.clCreateContextFromType = l_create_context_from_type;
+    layer_table.clRetainContext = l_retain_context;
+    layer_table.clReleaseContext = l_release_context;
+    layer_table.clGetContextInfo = l_get_context_info;
+    layer_table.clCreateCommandQueue = l_create_queue;
+    layer_table.clRetainCommandQueue = l_retain_queue;
+    layer_table.clReleaseCommandQueue = l_release_queue;
+    layer_table.clGetCommandQueueInfo = l_get_queue_info;
+    layer_table.clCreateBuffer = l_create_buffer;
+    layer_table.clCreateSubBuffer = l_create_sub_buffer;
+    layer_table.clRetainMemObject = l_retain_mem;
+    layer_table.clReleaseMemObject = l_release_mem;
+    layer_table.clGetMemObjectInfo = l_get_mem_info;
+    layer_table.clSetMemObjectDestructorCallback = l_set_mem_destructor_callback;
+    // Entries past what the loader knows stay as they are: it never calls them.
+    if (n * sizeof(void*) > offsetof(cl_icd_dispatch, clCreateCommandQueueWithProperties))
+        layer_table.clCreateCommandQueueWithProperties = l_create_queue_with_properties;
+    if (n * sizeof(void*) > offsetof(cl_icd_dispatch, clCreateBufferWithProperties))
+        layer_table.clCreateBufferWithProperties = l_create_buffer_with_properties;
+    *layer_dispatch_ret = &layer_table;
+    *num_entries_ret = static_cast<cl_uint>(n);
+    return CL_SUCCESS;
+}
