@@ -1,0 +1,46 @@
+// shape_error: a shape the ShapeTrie cannot intern (rank too high, element count overflows, bad values).
+#pragma once
+
+#include <clpool/errors.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+
+namespace clpool {
+
+// Thrown by ShapeTrie::intern for input it cannot hold. A usage_error (and so
+// a std::logic_error): the caller passed a shape no tensor can have. The
+// message names the offending value and the limit; reason() tells the cases
+// apart for code.
+class shape_error : public usage_error {
+public:
+    enum class reason : unsigned char {
+        rank_too_high,      // rank above ShapeTrie::max_rank
+        count_overflow,     // the product of the extents (or its size in bytes) overflows int64
+        negative_extent,    // an extent below zero
+        strides_mismatch,   // strides given with a length other than the rank
+        bad_element_type,   // not one of clpool::element_type
+        bad_order,          // not 'c' or 'f'
+        bad_buffer,         // a canonical buffer whose length or count word does not match its rank
+    };
+
+    shape_error(reason r, const std::string& what) : usage_error("clpool: shape: " + what), reason_(r) {}
+    reason why() const noexcept { return reason_; }
+
+    // "[2, 3, 4]": for messages.
+    static std::string list(std::span<const std::int64_t> values) {
+        std::string s = "[";
+        for (std::size_t i = 0; i < values.size(); ++i) {
+            if (i) s += ", ";
+            s += std::to_string(values[i]);
+        }
+        return s + "]";
+    }
+
+private:
+    reason reason_;
+};
+
+}  // namespace clpool
