@@ -94,4 +94,24 @@ inline bool async_h2d() {
     return s.get();
 }
 
+// A device selector as typed (docs/DEVICES.md has the grammar), trimmed of
+// spaces. Whether it names an existing device is checked when a device is
+// selected, against the devices found then.
+inline std::string parse_device_spec(std::string_view name, std::string_view text) {
+    const auto first = text.find_first_not_of(" \t");
+    const auto last = text.find_last_not_of(" \t");
+    if (first == std::string_view::npos)
+        throw config_error("clpool: " + std::string(name) +
+                           "='' is empty; use auto, gpu, cpu, host, an index such as 0 or 1:0, or a platform or "
+                           "device name (docs/DEVICES.md)");
+    return std::string(text.substr(first, last - first + 1));
+}
+
+// CLPOOL_DEVICE: the default device for clpool::default_device() ("auto"
+// unless set). Throws config_error if set but empty.
+inline std::string device_spec() {
+    static const auto s = read_setting<std::string>("CLPOOL_DEVICE", "auto", parse_device_spec);
+    return s.get();
+}
+
 }  // namespace clpool::config

@@ -6,6 +6,7 @@
 #include <clpool/handle.hpp>
 #include <clpool/stats.hpp>
 #include <clpool/detail/counter.hpp>
+#include <clpool/detail/process_state.hpp>
 #include <clpool/policies/bucket.hpp>
 #include <clpool/policies/flags.hpp>
 #include <clpool/policies/limits.hpp>
@@ -64,6 +65,7 @@ struct block {
     std::size_t bucket_bytes = 0;
     std::size_t requested = 0;    // what the current holder asked for (stats)
     std::uint32_t bucket = 0;     // index into the pool's buckets
+    std::uint32_t generation = 0; // fork generation it was made in (process_state.hpp)
     void* owner = nullptr;        // the pool; nullptr once that pool is destroyed
     std::vector<Event> events;    // pending: reuse after these complete (capacity kept across reuses)
 };
@@ -105,6 +107,12 @@ public:
     Pool& operator=(const Pool&) = delete;
 
     ~Pool() {
+        // In a fork child the parent's pool is dropped without a driver call:
+        // its buffers and nodes leak, the parent keeps using its own copies.
+        if (!detail::same_process(generation_)) {
+            detail::abandon_backend(backend_);
+            return;
+        }
         // Handles still out become orphans: they free their buffer on release.
         detail_list doomed;
         for (auto& s : stripes_) {
@@ -125,9 +133,12 @@ public:
     // with nbytes() == 0, so empty tensors still have a valid buffer.
     // Throws size_error (nbytes above the device limit, or rounding
     // overflows), out_of_memory (after giving the cache back and retrying
-    // once), driver_error (other driver failures).
+    // once), driver_error (other driver failures), usage_error (after
+    // clpool::shutdown(), or in a fork child on a pool made before the fork).
     // Cost: a hit is one lock and a list pop; a miss is a driver allocation.
     handle allocate(std::size_t nbytes) {
+        if (detail::process_word.load(std::memory_order_relaxed) != detail::alive_word(generation_)) [[unlikely]]
+            detail::refuse_work(generation_, backend_.name());
         const auto [index, bytes] = classify(nbytes);
         if (block_type* b = take_cached(index, bytes, nbytes)) return handle(b, nbytes);
         return handle(create(index, bytes, nbytes), nbytes);
@@ -154,6 +165,7 @@ public:
     // Gives every cached and pending buffer back to the driver. Buffers in
     // use are untouched. Returns the number of bytes given back.
     std::size_t trim() noexcept {
+        if (!detail::same_process(generation_)) return 0;  // a fork parent's pool: never touch its buffers
         detail_list doomed;
         std::size_t freed = 0;
         for (std::size_t si = 0; si < Locks::stripes; ++si) {
@@ -347,6 +359,7 @@ private:
         b->bucket_bytes = bytes;
         b->bucket = static_cast<std::uint32_t>(index);
         b->owner = this;
+        b->generation = generation_;
         std::lock_guard lock(s.mutex);
         peak_held_.max(held_.add(bytes));
         ++buckets_[index].in_use_count;
@@ -359,6 +372,7 @@ private:
     // Takes a block back from a handle. Never throws: if the events cannot be
     // copied (out of host memory), waits for them instead.
     static void recycle(block_type* b, std::size_t nbytes, const event_type* events, std::size_t count) noexcept {
+        if (!detail::same_process(b->generation)) return;  // made before fork(): leak it, no driver call
         Pool* pool = owner_of(b);
         if (!pool) {  // the pool is gone: this handle outlived it
             delete b;
@@ -391,7 +405,8 @@ private:
             s.bytes_in_use -= b->bucket_bytes;
             s.bytes_requested -= nbytes;
             const std::size_t in_bucket = bucket.cached_count + bucket.pending_count;
-            keep = idle_total_.try_reserve(b->bucket_bytes, [&](std::size_t idle_before) {
+            // After shutdown() nothing is cached: the buffer goes straight back.
+            keep = !detail::shut_down() && idle_total_.try_reserve(b->bucket_bytes, [&](std::size_t idle_before) {
                 return limits_.admit(b->bucket_bytes, idle_before, in_bucket);
             });
             if (keep && pending) {
@@ -423,6 +438,7 @@ private:
     [[no_unique_address]] Flags flags_;
     const memory_kind kind_;
     const std::size_t max_alloc_;
+    const std::uint32_t generation_ = detail::birth_generation();  // also installs the fork handler
     std::array<stripe_state, Locks::stripes> stripes_;
     std::array<bucket_state, Buckets::bucket_count + 1> buckets_;
     idle_counter idle_total_;  // cached + pending bytes, against the byte cap

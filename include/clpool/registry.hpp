@@ -2,33 +2,59 @@
 #pragma once
 
 #include <clpool/opencl.hpp>
+#include <clpool/detail/process_state.hpp>
+#include <clpool/detail/queue_registry.hpp>
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 
 namespace clpool {
 
 namespace detail {
 
 // One set of pools per cl_context. Lives for the whole process and is never
-// destroyed, so no OpenCL call runs from a static destructor at exit.
+// destroyed, so no OpenCL call runs from a static destructor at exit. A fork
+// child gets a fresh, empty registry; the parent's is leaked whole there
+// (its pools hold the parent's OpenCL objects and must not be released).
 template <class PoolT>
 class context_registry {
 public:
     static context_registry& instance() {
-        static auto* r = new context_registry;  // intentionally never deleted
+        static std::atomic<context_registry*> current{nullptr};  // trivially destructible
+        context_registry* r = current.load(std::memory_order_acquire);
+        const auto gen = fork_generation();
+        if (r && r->generation_ == gen) return *r;
+        auto* fresh = new context_registry(gen);  // intentionally never deleted
+        if (current.compare_exchange_strong(r, fresh, std::memory_order_acq_rel)) return *fresh;
+        delete fresh;  // another thread made this process's registry first
         return *r;
     }
 
     PoolT& get(const cl::CommandQueue& queue) {
+        if (shut_down())
+            throw usage_error("clpool: get_*_pool called after clpool::shutdown(); no pool accepts work once "
+                              "shutdown() has run");
         cl_context ctx = nullptr;
         opencl::check(clGetCommandQueueInfo(queue(), CL_QUEUE_CONTEXT, sizeof ctx, &ctx, nullptr),
                       "clGetCommandQueueInfo");
         std::lock_guard lock(mutex_);
         auto& slot = pools_[ctx];
         if (!slot) slot = std::make_unique<PoolT>(OpenCLBackend(queue));
+        // The queue is finished at exit and by shutdown(); registered once.
+        if (seen_queues_.insert(queue()).second) queue_registry::instance().add(queue());
         return *slot;
+    }
+
+    // Gives every pool's cache back to the driver (shutdown()). Returns the
+    // bytes given back. Never throws.
+    std::size_t trim_all() noexcept {
+        std::lock_guard lock(mutex_);
+        std::size_t freed = 0;
+        for (auto& [ctx, pool] : pools_) freed += pool->trim();
+        return freed;
     }
 
     // Destroys the context's pool (its cache goes back to the driver). Handles
@@ -41,13 +67,22 @@ public:
             if (it == pools_.end()) return false;
             doomed = std::move(it->second);
             pools_.erase(it);
+            for (auto q = seen_queues_.begin(); q != seen_queues_.end();) {
+                cl_context qctx = nullptr;
+                clGetCommandQueueInfo(*q, CL_QUEUE_CONTEXT, sizeof qctx, &qctx, nullptr);
+                q = qctx == ctx ? seen_queues_.erase(q) : std::next(q);
+            }
         }
         return true;
     }
 
 private:
+    explicit context_registry(std::uint32_t gen) : generation_(gen) {}
+
+    const std::uint32_t generation_;
     std::mutex mutex_;
     std::map<cl_context, std::unique_ptr<PoolT>> pools_;
+    std::set<cl_command_queue> seen_queues_;  // registered with queue_registry (which retains them)
 };
 
 }  // namespace detail
@@ -72,6 +107,7 @@ inline void release_pools(const cl::Context& context) {
     detail::context_registry<BufferPool>::instance().drop(context());
     detail::context_registry<PinnedBufferPool>::instance().drop(context());
     detail::context_registry<PersistentBufferPool>::instance().drop(context());
+    detail::queue_registry::instance().forget(context());  // its queues are not finished at exit any more
 }
 
 }  // namespace clpool

@@ -138,6 +138,13 @@ public:
         }
     }
 
+    // Forgets the context and commit queue without releasing them: for a
+    // fork child, which must not touch the parent's OpenCL objects.
+    void abandon() noexcept {
+        context_() = nullptr;
+        commit_queue_() = nullptr;
+    }
+
 private:
     static allocation<cl::Buffer> failure(cl_int err) noexcept {
         return {cl::Buffer(), opencl::is_out_of_memory(err) ? alloc_status::out_of_memory : alloc_status::failed, err};

@@ -1,0 +1,130 @@
+// The queues clpool finishes at normal exit and in shutdown(): those of DeviceHandles and registry pools.
+#pragma once
+
+#include <clpool/backends/opencl.hpp>
+#include <clpool/detail/process_state.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <mutex>
+#include <vector>
+
+namespace clpool::detail {
+
+// Holds one reference to each registered queue for the life of the process
+// (or until its context's pools are released). Never destroyed, so no OpenCL
+// call runs from a static destructor; a fork child gets a fresh, empty one
+// and never touches the parent's queues.
+class queue_registry {
+public:
+    // The registry of this process (fork generation). Thread-safe.
+    static queue_registry& instance() {
+        queue_registry* r = current().load(std::memory_order_acquire);
+        const auto gen = fork_generation();
+        if (r && r->generation_ == gen) return *r;
+        auto* fresh = new queue_registry(gen);  // the parent's is leaked whole in a fork child
+        if (current().compare_exchange_strong(r, fresh, std::memory_order_acq_rel)) return *fresh;
+        delete fresh;  // another thread won; r is its registry
+        return *r;
+    }
+
+    // Registers q (retaining it) unless it is already registered. The first
+    // registration in a process registers the exit handler. Never throws: a
+    // queue that cannot be recorded (out of host memory) is not finished at exit.
+    void add(cl_command_queue q) noexcept {
+        if (!q) return;
+        // Registered after the first OpenCL call (a queue exists, so the ICD
+        // loader and the driver are loaded and initialised): exit() runs
+        // atexit handlers in reverse order of registration, so this one runs
+        // before the destructors the loader and driver registered earlier,
+        // and before their DSO finalisers, which _dl_fini runs last.
+        static const bool registered = std::atexit(&finish_at_exit) == 0;
+        (void)registered;
+        std::lock_guard lock(mutex_);
+        if (std::find(queues_.begin(), queues_.end(), q) != queues_.end()) return;
+        try {
+            queues_.push_back(q);
+        } catch (...) {
+            return;
+        }
+        clRetainCommandQueue(q);
+    }
+
+    // Releases the registered queues of ctx (their context is going away).
+    void forget(cl_context ctx) noexcept {
+        std::vector<cl_command_queue> doomed;
+        {
+            std::lock_guard lock(mutex_);
+            auto it = std::stable_partition(queues_.begin(), queues_.end(),
+                                            [&](cl_command_queue q) { return context_of(q) != ctx; });
+            try {
+                doomed.assign(it, queues_.end());
+            } catch (...) {
+                return;  // keep them registered: a leak, never a dangling queue
+            }
+            queues_.erase(it, queues_.end());
+        }
+        for (auto q : doomed) clReleaseCommandQueue(q);
+    }
+
+    // clFinish on every registered queue, outside the lock. Returns the
+    // number of queues that failed to finish. Never throws.
+    std::size_t finish_all() noexcept {
+        std::vector<cl_command_queue> qs;
+        {
+            std::lock_guard lock(mutex_);
+            try {
+                qs = queues_;
+            } catch (...) {
+                qs.clear();
+            }
+            for (auto q : qs) clRetainCommandQueue(q);  // stays valid if forgotten meanwhile
+        }
+        std::size_t failed = 0;
+        for (auto q : qs) {
+            failed += clFinish(q) != CL_SUCCESS;
+            clReleaseCommandQueue(q);
+        }
+        return failed;
+    }
+
+    // A copy of the registered queues (not retained). Thread-safe.
+    std::vector<cl_command_queue> queues() const {
+        std::lock_guard lock(mutex_);
+        return queues_;
+    }
+
+    // The registry of this process if one was made, without making one.
+    static queue_registry* existing() noexcept {
+        queue_registry* r = current().load(std::memory_order_acquire);
+        return r && r->generation_ == fork_generation() ? r : nullptr;
+    }
+
+private:
+    explicit queue_registry(std::uint32_t gen) : generation_(gen) {}
+
+    static std::atomic<queue_registry*>& current() noexcept {
+        static std::atomic<queue_registry*> r{nullptr};  // trivially destructible
+        return r;
+    }
+
+    static cl_context context_of(cl_command_queue q) noexcept {
+        cl_context ctx = nullptr;
+        clGetCommandQueueInfo(q, CL_QUEUE_CONTEXT, sizeof ctx, &ctx, nullptr);
+        return ctx;
+    }
+
+    // Normal exit: finish what is still queued so the driver is not torn
+    // down under running commands. A fork child whose registry is the
+    // parent's finishes nothing.
+    static void finish_at_exit() noexcept {
+        if (auto* r = existing()) r->finish_all();
+    }
+
+    const std::uint32_t generation_;
+    mutable std::mutex mutex_;
+    std::vector<cl_command_queue> queues_;
+};
+
+}  // namespace clpool::detail
