@@ -2,17 +2,19 @@
 // the application's reference counts, queries and callbacks kept as OpenCL promises them.
 //
 // How a pooled buffer looks to the application (docs/DROPIN.md has the why):
-// the pool holds a bucket buffer (power-of-two size); the application gets a
-// sub-buffer of it at origin 0 with exactly the size it asked for, so the
-// driver itself enforces the size (CL_MEM_SIZE, bounds of reads, writes and
-// sub-buffers). The core keeps the application's reference count itself (the
-// driver's count on the sub-buffer stays 1, owned by the core); when it
-// reaches zero the application's destructor callbacks fire, and once the
-// buffer's own sub-buffers are gone the bucket goes back to the pool behind a
-// marker on every queue of the context. The freed handle stays alive as a
-// tombstone while its bucket sits in the cache, so a second release is
-// answered CL_INVALID_MEM_OBJECT instead of reaching freed driver memory; the
-// tombstone is reused as-is when the bucket is next asked for the same size.
+// the application's handle is the pool's bucket buffer itself (power-of-two
+// size). The core answers the queries that would show the bucket
+// (CL_MEM_SIZE, CL_MEM_REFERENCE_COUNT, CL_MEM_FLAGS) and checks buffer
+// transfers and sub-buffers against the size the application asked for.
+// (A sub-buffer of the bucket would let the driver answer, but PoCL 3.1
+// crashes on rectangular and image copies of sub-buffers.) The core keeps the
+// application's reference count itself; when it reaches zero the
+// application's destructor callbacks fire, and once the buffer's own
+// sub-buffers are gone the bucket goes back to the pool behind a marker on
+// every queue of the context. The record stays as a tombstone while the
+// bucket sits in the cache (the driver object is alive: the pool holds it),
+// so a second release is answered CL_INVALID_MEM_OBJECT; it is dropped the
+// moment the bucket goes back to the driver.
 #include "core.hpp"
 #include "next.hpp"
 #include "clpool_interpose.h"
@@ -57,7 +59,21 @@ struct RecordingCapped : Capped {
 };
 static_assert(LimitPolicy<RecordingCapped>);
 
-using PoolT = Pool<PowerOfTwoBuckets, DeviceLocal, RecordingCapped, SingleMutex, OpenCLBackend>;
+// OpenCLBackend, telling the core when the driver ran out of memory: the pool
+// then trims itself before retrying, and the tombstones of the buckets it
+// gave back must go.
+thread_local bool tl_driver_oom = false;
+struct WatchedBackend : OpenCLBackend {
+    using OpenCLBackend::OpenCLBackend;
+    allocation<cl::Buffer> allocate(std::size_t n, memory_kind kind) noexcept {
+        auto a = OpenCLBackend::allocate(n, kind);
+        if (a.status == alloc_status::out_of_memory) tl_driver_oom = true;
+        return a;
+    }
+};
+static_assert(Backend<WatchedBackend>);
+
+using PoolT = Pool<PowerOfTwoBuckets, DeviceLocal, RecordingCapped, SingleMutex, WatchedBackend>;
 
 constexpr cl_mem_flags access_bits = CL_MEM_READ_WRITE | CL_MEM_WRITE_ONLY | CL_MEM_READ_ONLY;
 constexpr cl_mem_flags host_access_bits = CL_MEM_HOST_WRITE_ONLY | CL_MEM_HOST_READ_ONLY | CL_MEM_HOST_NO_ACCESS;
@@ -76,7 +92,7 @@ struct ContextState {
 };
 
 struct MemRec {
-    cl_mem mem = nullptr;  // the application's handle: a sub-buffer the core made
+    cl_mem mem = nullptr;  // the application's handle: the bucket, or a sub-buffer of it
     std::shared_ptr<ContextState> ctx;
     cl_mem_flags flags = 0;  // as asked
     std::size_t size = 0;    // as asked
@@ -86,7 +102,7 @@ struct MemRec {
     std::vector<cl_mem> dead_subs;  // freed sub-buffers kept alive with their parent's tombstone
     std::vector<std::pair<core::mem_notify, void*>> callbacks;
     PoolT::handle block;     // pooled buffers: the bucket, until recycled
-    cl_mem bucket = nullptr;
+    PoolT* pool = nullptr;   // pooled buffers: where the bucket goes back
     std::uint64_t trace_id = 0;
 };
 
@@ -145,7 +161,6 @@ struct State {
     std::unordered_map<cl_context, std::shared_ptr<ContextState>> contexts;
     std::unordered_map<cl_command_queue, QueueRec> queues;
     std::unordered_map<cl_mem, std::unique_ptr<MemRec>> mems;
-    std::unordered_map<cl_mem, MemRec*> tombstones;  // bucket -> its freed handle
     Totals closed;
     unsigned next_token = 0;
     std::atomic<std::uint64_t> passthrough{0}, fallbacks{0}, sub_buffers{0}, oom_retries{0};
@@ -209,15 +224,29 @@ bool poolable(cl_mem_flags flags, std::size_t size, const void* host_ptr) noexce
 
 // --- under State::mu from here on -------------------------------------------------------------------
 
-// Frees a tombstone for good: its dead sub-buffers, then the handle itself.
-void destroy_tombstone(State& st, MemRec* rec) noexcept {
+void release_dead_subs(State& st, MemRec* rec) noexcept {
     for (cl_mem sub : rec->dead_subs) {
         next().clReleaseMemObject(sub);
         st.mems.erase(sub);
     }
-    rec->block.release();  // normally already empty
-    next().clReleaseMemObject(rec->mem);
+    rec->dead_subs.clear();
+}
+
+// Drops a tombstone: its dead sub-buffers, then the record (the bucket is the pool's).
+void destroy_tombstone(State& st, MemRec* rec) noexcept {
+    release_dead_subs(st, rec);
+    rec->block.release();  // empty unless the context closed before the release
     st.mems.erase(rec->mem);  // destroys rec
+}
+
+// Drops every tombstone of the pools `which` accepts (before those pools give
+// their buckets back, or after they did).
+template <class Which>
+void drop_tombstones(State& st, Which which) {
+    std::vector<MemRec*> doomed;
+    for (auto& [m, rec] : st.mems)
+        if (!rec->parent && rec->refs == 0 && which(rec.get())) doomed.push_back(rec.get());
+    for (MemRec* rec : doomed) destroy_tombstone(st, rec);
 }
 
 void fold_stats(State& st, const PoolT& pool) {
@@ -265,22 +294,13 @@ void recycle(State& st, MemRec* rec) {
     }
     tl_admitted = false;
     rec->block.release_after(events.data(), events.size());
-    if (tl_admitted)
-        st.tombstones[rec->bucket] = rec;
-    else
-        destroy_tombstone(st, rec);  // evicted: the bucket went back to the driver
+    if (!tl_admitted) destroy_tombstone(st, rec);  // evicted: the bucket went back to the driver
 }
 
 // Gives back everything the context's pools hold but do not lend (the
 // out-of-memory answer): tombstones first, since they keep their buckets alive.
 void give_back(State& st, ContextState& cs) {
-    std::vector<MemRec*> doomed;
-    for (auto& [bucket, rec] : st.tombstones)
-        if (rec->ctx.get() == &cs) doomed.push_back(rec);
-    for (MemRec* rec : doomed) {
-        st.tombstones.erase(rec->bucket);
-        destroy_tombstone(st, rec);
-    }
+    drop_tombstones(st, [&](const MemRec* r) { return r->ctx.get() == &cs; });
     for (auto& [flags, pool] : cs.pools) pool->trim();
 }
 
@@ -288,7 +308,7 @@ PoolT* pool_for(ContextState& cs, cl_mem_flags key) {
     auto& slot = cs.pools[key];
     if (!slot) {
         if (!cs.device) cs.device = opencl::context_devices(cs.ctx)[0];
-        slot = std::make_unique<PoolT>(OpenCLBackend(cl::Context(cs.ctx, true), cs.device, key), RecordingCapped{});
+        slot = std::make_unique<PoolT>(WatchedBackend(cl::Context(cs.ctx, true), cs.device, key), RecordingCapped{});
     }
     return slot.get();
 }
@@ -302,13 +322,7 @@ std::shared_ptr<ContextState> open_context(State& st, cl_context c) {
 // Buffers the application still holds keep working and are freed on release.
 void close_context(State& st, const std::shared_ptr<ContextState>& cs) {
     cs->open = false;
-    std::vector<MemRec*> doomed;
-    for (auto& [bucket, rec] : st.tombstones)
-        if (rec->ctx == cs) doomed.push_back(rec);
-    for (MemRec* rec : doomed) {
-        st.tombstones.erase(rec->bucket);
-        destroy_tombstone(st, rec);
-    }
+    drop_tombstones(st, [&](const MemRec* r) { return r->ctx == cs; });
     for (auto& [flags, pool] : cs->pools) fold_stats(st, *pool);
     cs->pools.clear();  // buffers still lent become orphans, freed on release
     for (cl_event e : cs->retired) clReleaseEvent(e);
@@ -516,6 +530,57 @@ cl_int get_queue_info(cl_command_queue q, cl_command_queue_info param, size_t si
     return next().clGetCommandQueueInfo(q, param, size, value, size_ret);
 }
 
+// --- bounds: the driver sees the bucket, the application's size is checked here ---------------------
+
+// CL_INVALID_VALUE when [offset, offset + n) leaves a live pooled buffer's asked size.
+static cl_int check_range(cl_mem m, size_t offset, size_t n) {
+    State& st = state();
+    std::lock_guard lock(st.mu);
+    auto it = st.mems.find(m);
+    if (it == st.mems.end() || it->second->parent || it->second->refs == 0) return CL_SUCCESS;
+    const size_t size = it->second->size;
+    return offset > size || n > size - offset ? CL_INVALID_VALUE : CL_SUCCESS;
+}
+
+cl_int enqueue_read_buffer(cl_command_queue q, cl_mem m, cl_bool blocking, size_t offset, size_t n, void* ptr,
+                           cl_uint nwait, const cl_event* wait, cl_event* event) {
+    core_scope guard;
+    if (cl_int e = check_range(m, offset, n)) return e;
+    return next().clEnqueueReadBuffer(q, m, blocking, offset, n, ptr, nwait, wait, event);
+}
+
+cl_int enqueue_write_buffer(cl_command_queue q, cl_mem m, cl_bool blocking, size_t offset, size_t n, const void* ptr,
+                            cl_uint nwait, const cl_event* wait, cl_event* event) {
+    core_scope guard;
+    if (cl_int e = check_range(m, offset, n)) return e;
+    return next().clEnqueueWriteBuffer(q, m, blocking, offset, n, ptr, nwait, wait, event);
+}
+
+cl_int enqueue_copy_buffer(cl_command_queue q, cl_mem src, cl_mem dst, size_t src_offset, size_t dst_offset, size_t n,
+                           cl_uint nwait, const cl_event* wait, cl_event* event) {
+    core_scope guard;
+    if (cl_int e = check_range(src, src_offset, n)) return e;
+    if (cl_int e = check_range(dst, dst_offset, n)) return e;
+    return next().clEnqueueCopyBuffer(q, src, dst, src_offset, dst_offset, n, nwait, wait, event);
+}
+
+cl_int enqueue_fill_buffer(cl_command_queue q, cl_mem m, const void* pattern, size_t pattern_size, size_t offset,
+                           size_t n, cl_uint nwait, const cl_event* wait, cl_event* event) {
+    core_scope guard;
+    if (cl_int e = check_range(m, offset, n)) return e;
+    return next().clEnqueueFillBuffer(q, m, pattern, pattern_size, offset, n, nwait, wait, event);
+}
+
+void* enqueue_map_buffer(cl_command_queue q, cl_mem m, cl_bool blocking, cl_map_flags flags, size_t offset, size_t n,
+                         cl_uint nwait, const cl_event* wait, cl_event* event, cl_int* err) {
+    core_scope guard;
+    if (cl_int e = check_range(m, offset, n)) {
+        if (err) *err = e;
+        return nullptr;
+    }
+    return next().clEnqueueMapBuffer(q, m, blocking, flags, offset, n, nwait, wait, event, err);
+}
+
 // --- buffers ----------------------------------------------------------------------------------------
 
 // The pooled path; nullptr (with *err untouched) when it cannot serve the call.
@@ -525,8 +590,10 @@ static cl_mem create_pooled(State& st, cl_context c, cl_mem_flags flags, std::si
     auto cs = open_context(st, c);
     if (!cs) return nullptr;  // a context created before the interposer saw it: pass through
     PoolT::handle h;
+    PoolT* pool = nullptr;
     try {
-        PoolT* pool = pool_for(*cs, flags & ~CL_MEM_COPY_HOST_PTR);
+        pool = pool_for(*cs, flags & ~CL_MEM_COPY_HOST_PTR);
+        tl_driver_oom = false;
         try {
             h = pool->allocate(size);
         } catch (const out_of_memory&) {
@@ -537,38 +604,24 @@ static cl_mem create_pooled(State& st, cl_context c, cl_mem_flags flags, std::si
     } catch (...) {
         // size above the device limit, driver errors, invalid CLPOOL_MAX_CACHED_GB: the driver answers.
     }
+    if (tl_driver_oom && pool) {
+        // The pool trimmed itself: its tombstones name buckets that are gone.
+        drop_tombstones(st, [&](const MemRec* r) { return r->pool == pool; });
+    }
     if (!h) {
         ++st.fallbacks;
         return nullptr;
     }
     const cl_mem bucket = h.buffer()();
     MemRec* rec = nullptr;
-    if (auto t = st.tombstones.find(bucket); t != st.tombstones.end()) {
-        MemRec* old = t->second;
-        st.tombstones.erase(t);
-        if (old->size == size) {  // same size: the old handle serves again, no driver call
-            for (cl_mem sub : old->dead_subs) {
-                next().clReleaseMemObject(sub);
-                st.mems.erase(sub);
-            }
-            old->dead_subs.clear();
-            rec = old;
-        } else {
-            destroy_tombstone(st, old);
-        }
-    }
-    if (!rec) {
-        const cl_buffer_region region{0, size};
-        cl_int e = CL_SUCCESS;
-        cl_mem sub = next().clCreateSubBuffer(bucket, 0, CL_BUFFER_CREATE_TYPE_REGION, &region, &e);
-        if (!sub) {
-            ++st.fallbacks;
-            return nullptr;  // h goes back to the pool
-        }
+    if (auto t = st.mems.find(bucket); t != st.mems.end()) {
+        rec = t->second.get();  // the bucket's tombstone: it serves again
+        release_dead_subs(st, rec);
+    } else {
         auto owned = std::make_unique<MemRec>();
         rec = owned.get();
-        rec->mem = sub;
-        st.mems[sub] = std::move(owned);
+        rec->mem = bucket;
+        st.mems[bucket] = std::move(owned);
     }
     rec->ctx = cs;
     rec->flags = flags;
@@ -577,7 +630,7 @@ static cl_mem create_pooled(State& st, cl_context c, cl_mem_flags flags, std::si
     rec->parent = nullptr;
     rec->live_subs = 0;
     rec->callbacks.clear();
-    rec->bucket = bucket;
+    rec->pool = pool;
     rec->block = std::move(h);
     if (flags & CL_MEM_COPY_HOST_PTR) {
         cl_int e = CL_SUCCESS;
@@ -638,8 +691,7 @@ cl_mem create_sub_buffer(cl_mem parent, cl_mem_flags flags, cl_buffer_create_typ
     const auto* region = static_cast<const cl_buffer_region*>(info);
     if (region->size == 0) return fail(CL_INVALID_BUFFER_SIZE);
     if (region->origin > rec->size || region->size > rec->size - region->origin) return fail(CL_INVALID_VALUE);
-    // Origin 0 of the handle is origin 0 of the bucket: the same region, the same alignment rule.
-    cl_mem sub = next().clCreateSubBuffer(rec->bucket, flags, type, info, err);
+    cl_mem sub = next().clCreateSubBuffer(parent, flags, type, info, err);
     if (!sub) return nullptr;
     auto owned = std::make_unique<MemRec>();
     owned->mem = sub;
@@ -712,20 +764,18 @@ cl_int get_mem_info(cl_mem m, cl_mem_info param, size_t size, void* value, size_
     switch (param) {
     case CL_MEM_REFERENCE_COUNT:
         return answer<cl_uint>(rec->refs, size, value, size_ret);
-    case CL_MEM_HOST_PTR:
-        return answer<void*>(nullptr, size, value, size_ret);  // pooled buffers never use the app's memory
-    case CL_MEM_ASSOCIATED_MEMOBJECT:
-        return answer<cl_mem>(rec->parent ? rec->parent->mem : nullptr, size, value, size_ret);
+    case CL_MEM_SIZE:
+        return answer<size_t>(rec->size, size, value, size_ret);
     case CL_MEM_FLAGS: {
-        // The driver's answer for the handle (it inherits the bucket's flags, made
-        // from the application's), plus the COPY_HOST_PTR the pool did by hand.
+        // The driver's answer (the bucket was made with the application's flags),
+        // plus the COPY_HOST_PTR the core did by hand.
         cl_mem_flags f = 0;
         const cl_int rc = next().clGetMemObjectInfo(m, CL_MEM_FLAGS, sizeof f, &f, nullptr);
         if (rc != CL_SUCCESS) return rc;
         const cl_mem_flags asked = rec->parent ? rec->parent->flags : rec->flags;
         return answer<cl_mem_flags>(f | (asked & CL_MEM_COPY_HOST_PTR), size, value, size_ret);
     }
-    default:  // CL_MEM_SIZE, CL_MEM_OFFSET, CL_MEM_TYPE, CL_MEM_CONTEXT, ...: the handle's own are right
+    default:  // CL_MEM_OFFSET, CL_MEM_TYPE, CL_MEM_CONTEXT, CL_MEM_ASSOCIATED_MEMOBJECT, ...: the driver's are right
         return next().clGetMemObjectInfo(m, param, size, value, size_ret);
     }
 }
@@ -747,6 +797,57 @@ cl_int set_mem_destructor_callback(cl_mem m, mem_notify notify, void* user_data)
         return CL_OUT_OF_HOST_MEMORY;
     }
     return CL_SUCCESS;
+}
+
+// The bucket behind a live pooled handle, checked against the asked size; m
+// itself for anything else (the driver checks those). *err on a region past
+// the application's size.
+static cl_mem rect_target(cl_mem m, const size_t* origin, const size_t* region, size_t row, size_t slice,
+                          cl_int* err) {
+    State& st = state();
+    std::lock_guard lock(st.mu);
+    auto it = st.mems.find(m);
+    if (it == st.mems.end() || it->second->parent || it->second->refs == 0 || !origin || !region) return m;
+    const MemRec& rec = *it->second;
+    if (region[0] == 0 || region[1] == 0 || region[2] == 0) return m;  // the driver's error
+    if (row == 0) row = region[0];
+    if (slice == 0) slice = region[1] * row;
+    const size_t first = origin[2] * slice + origin[1] * row + origin[0];
+    const size_t extent = (region[2] - 1) * slice + (region[1] - 1) * row + region[0];
+    if (first > rec.size || extent > rec.size - first) *err = CL_INVALID_VALUE;
+    return m;
+}
+
+cl_int enqueue_read_buffer_rect(cl_command_queue q, cl_mem m, cl_bool blocking, const size_t* bo, const size_t* ho,
+                                const size_t* region, size_t brp, size_t bsp, size_t hrp, size_t hsp, void* ptr,
+                                cl_uint nwait, const cl_event* wait, cl_event* event) {
+    core_scope guard;
+    cl_int err = CL_SUCCESS;
+    m = rect_target(m, bo, region, brp, bsp, &err);
+    if (err != CL_SUCCESS) return err;
+    return next().clEnqueueReadBufferRect(q, m, blocking, bo, ho, region, brp, bsp, hrp, hsp, ptr, nwait, wait, event);
+}
+
+cl_int enqueue_write_buffer_rect(cl_command_queue q, cl_mem m, cl_bool blocking, const size_t* bo, const size_t* ho,
+                                 const size_t* region, size_t brp, size_t bsp, size_t hrp, size_t hsp, const void* ptr,
+                                 cl_uint nwait, const cl_event* wait, cl_event* event) {
+    core_scope guard;
+    cl_int err = CL_SUCCESS;
+    m = rect_target(m, bo, region, brp, bsp, &err);
+    if (err != CL_SUCCESS) return err;
+    return next().clEnqueueWriteBufferRect(q, m, blocking, bo, ho, region, brp, bsp, hrp, hsp, ptr, nwait, wait,
+                                           event);
+}
+
+cl_int enqueue_copy_buffer_rect(cl_command_queue q, cl_mem src, cl_mem dst, const size_t* so, const size_t* dO,
+                                const size_t* region, size_t srp, size_t ssp, size_t drp, size_t dsp, cl_uint nwait,
+                                const cl_event* wait, cl_event* event) {
+    core_scope guard;
+    cl_int err = CL_SUCCESS;
+    src = rect_target(src, so, region, srp, ssp, &err);
+    dst = rect_target(dst, dO, region, drp, dsp, &err);
+    if (err != CL_SUCCESS) return err;
+    return next().clEnqueueCopyBufferRect(q, src, dst, so, dO, region, srp, ssp, drp, dsp, nwait, wait, event);
 }
 
 }  // namespace core

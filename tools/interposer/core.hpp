@@ -36,6 +36,31 @@ cl_int release_mem(cl_mem m);
 cl_int get_mem_info(cl_mem m, cl_mem_info param, size_t size, void* value, size_t* size_ret);
 cl_int set_mem_destructor_callback(cl_mem m, mem_notify notify, void* user_data);
 
+// Buffer transfers, checked against the size the application asked for (the
+// driver sees the larger bucket), then passed on unchanged.
+cl_int enqueue_read_buffer(cl_command_queue q, cl_mem m, cl_bool blocking, size_t offset, size_t n, void* ptr,
+                           cl_uint nwait, const cl_event* wait, cl_event* event);
+cl_int enqueue_write_buffer(cl_command_queue q, cl_mem m, cl_bool blocking, size_t offset, size_t n, const void* ptr,
+                            cl_uint nwait, const cl_event* wait, cl_event* event);
+cl_int enqueue_copy_buffer(cl_command_queue q, cl_mem src, cl_mem dst, size_t src_offset, size_t dst_offset, size_t n,
+                           cl_uint nwait, const cl_event* wait, cl_event* event);
+cl_int enqueue_fill_buffer(cl_command_queue q, cl_mem m, const void* pattern, size_t pattern_size, size_t offset,
+                           size_t n, cl_uint nwait, const cl_event* wait, cl_event* event);
+void* enqueue_map_buffer(cl_command_queue q, cl_mem m, cl_bool blocking, cl_map_flags flags, size_t offset, size_t n,
+                         cl_uint nwait, const cl_event* wait, cl_event* event, cl_int* err);
+cl_int enqueue_read_buffer_rect(cl_command_queue q, cl_mem m, cl_bool blocking, const size_t* buffer_origin,
+                                const size_t* host_origin, const size_t* region, size_t buffer_row_pitch,
+                                size_t buffer_slice_pitch, size_t host_row_pitch, size_t host_slice_pitch, void* ptr,
+                                cl_uint nwait, const cl_event* wait, cl_event* event);
+cl_int enqueue_write_buffer_rect(cl_command_queue q, cl_mem m, cl_bool blocking, const size_t* buffer_origin,
+                                 const size_t* host_origin, const size_t* region, size_t buffer_row_pitch,
+                                 size_t buffer_slice_pitch, size_t host_row_pitch, size_t host_slice_pitch,
+                                 const void* ptr, cl_uint nwait, const cl_event* wait, cl_event* event);
+cl_int enqueue_copy_buffer_rect(cl_command_queue q, cl_mem src, cl_mem dst, const size_t* src_origin,
+                                const size_t* dst_origin, const size_t* region, size_t src_row_pitch,
+                                size_t src_slice_pitch, size_t dst_row_pitch, size_t dst_slice_pitch, cl_uint nwait,
+                                const cl_event* wait, cl_event* event);
+
 // Which front loaded the core ("preload", "layer"), for the report.
 void set_mode(const char* mode) noexcept;
 

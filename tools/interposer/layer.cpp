@@ -71,6 +71,50 @@ cl_int CL_API_CALL l_set_mem_destructor_callback(cl_mem m, core::mem_notify f, v
     return in_core() ? below().clSetMemObjectDestructorCallback(m, f, u) : core::set_mem_destructor_callback(m, f, u);
 }
 
+cl_int CL_API_CALL l_read(cl_command_queue q, cl_mem m, cl_bool b, size_t o, size_t n, void* p, cl_uint nw,
+                          const cl_event* w, cl_event* e) {
+    return in_core() ? below().clEnqueueReadBuffer(q, m, b, o, n, p, nw, w, e)
+                     : core::enqueue_read_buffer(q, m, b, o, n, p, nw, w, e);
+}
+cl_int CL_API_CALL l_write(cl_command_queue q, cl_mem m, cl_bool b, size_t o, size_t n, const void* p, cl_uint nw,
+                           const cl_event* w, cl_event* e) {
+    return in_core() ? below().clEnqueueWriteBuffer(q, m, b, o, n, p, nw, w, e)
+                     : core::enqueue_write_buffer(q, m, b, o, n, p, nw, w, e);
+}
+cl_int CL_API_CALL l_copy(cl_command_queue q, cl_mem s, cl_mem d, size_t so, size_t dO, size_t n, cl_uint nw,
+                          const cl_event* w, cl_event* e) {
+    return in_core() ? below().clEnqueueCopyBuffer(q, s, d, so, dO, n, nw, w, e)
+                     : core::enqueue_copy_buffer(q, s, d, so, dO, n, nw, w, e);
+}
+cl_int CL_API_CALL l_fill(cl_command_queue q, cl_mem m, const void* p, size_t ps, size_t o, size_t n, cl_uint nw,
+                          const cl_event* w, cl_event* e) {
+    return in_core() ? below().clEnqueueFillBuffer(q, m, p, ps, o, n, nw, w, e)
+                     : core::enqueue_fill_buffer(q, m, p, ps, o, n, nw, w, e);
+}
+void* CL_API_CALL l_map(cl_command_queue q, cl_mem m, cl_bool b, cl_map_flags f, size_t o, size_t n, cl_uint nw,
+                        const cl_event* w, cl_event* e, cl_int* err) {
+    return in_core() ? below().clEnqueueMapBuffer(q, m, b, f, o, n, nw, w, e, err)
+                     : core::enqueue_map_buffer(q, m, b, f, o, n, nw, w, e, err);
+}
+cl_int CL_API_CALL l_read_rect(cl_command_queue q, cl_mem m, cl_bool b, const size_t* bo, const size_t* ho,
+                               const size_t* r, size_t brp, size_t bsp, size_t hrp, size_t hsp, void* p, cl_uint n,
+                               const cl_event* w, cl_event* e) {
+    return in_core() ? below().clEnqueueReadBufferRect(q, m, b, bo, ho, r, brp, bsp, hrp, hsp, p, n, w, e)
+                     : core::enqueue_read_buffer_rect(q, m, b, bo, ho, r, brp, bsp, hrp, hsp, p, n, w, e);
+}
+cl_int CL_API_CALL l_write_rect(cl_command_queue q, cl_mem m, cl_bool b, const size_t* bo, const size_t* ho,
+                                const size_t* r, size_t brp, size_t bsp, size_t hrp, size_t hsp, const void* p,
+                                cl_uint n, const cl_event* w, cl_event* e) {
+    return in_core() ? below().clEnqueueWriteBufferRect(q, m, b, bo, ho, r, brp, bsp, hrp, hsp, p, n, w, e)
+                     : core::enqueue_write_buffer_rect(q, m, b, bo, ho, r, brp, bsp, hrp, hsp, p, n, w, e);
+}
+cl_int CL_API_CALL l_copy_rect(cl_command_queue q, cl_mem s, cl_mem d, const size_t* so, const size_t* dO,
+                               const size_t* r, size_t srp, size_t ssp, size_t drp, size_t dsp, cl_uint n,
+                               const cl_event* w, cl_event* e) {
+    return in_core() ? below().clEnqueueCopyBufferRect(q, s, d, so, dO, r, srp, ssp, drp, dsp, n, w, e)
+                     : core::enqueue_copy_buffer_rect(q, s, d, so, dO, r, srp, ssp, drp, dsp, n, w, e);
+}
+
 }  // namespace
 }  // namespace clpool::interpose
 
@@ -132,6 +176,14 @@ CLPOOL_EXPORT cl_int CL_API_CALL clInitLayer(cl_uint num_entries, const cl_icd_d
     layer_table.clReleaseMemObject = l_release_mem;
     layer_table.clGetMemObjectInfo = l_get_mem_info;
     layer_table.clSetMemObjectDestructorCallback = l_set_mem_destructor_callback;
+    layer_table.clEnqueueReadBuffer = l_read;
+    layer_table.clEnqueueWriteBuffer = l_write;
+    layer_table.clEnqueueCopyBuffer = l_copy;
+    layer_table.clEnqueueMapBuffer = l_map;
+    if (n * sizeof(void*) > offsetof(cl_icd_dispatch, clEnqueueFillBuffer)) layer_table.clEnqueueFillBuffer = l_fill;
+    layer_table.clEnqueueReadBufferRect = l_read_rect;
+    layer_table.clEnqueueWriteBufferRect = l_write_rect;
+    layer_table.clEnqueueCopyBufferRect = l_copy_rect;
     // Entries past what the loader knows stay as they are: it never calls them.
     if (n * sizeof(void*) > offsetof(cl_icd_dispatch, clCreateCommandQueueWithProperties))
         layer_table.clCreateCommandQueueWithProperties = l_create_queue_with_properties;

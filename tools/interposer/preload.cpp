@@ -40,6 +40,14 @@ const cl_icd_dispatch& down() noexcept {
         find(preload_next.clReleaseMemObject, "clReleaseMemObject");
         find(preload_next.clGetMemObjectInfo, "clGetMemObjectInfo");
         find(preload_next.clSetMemObjectDestructorCallback, "clSetMemObjectDestructorCallback");
+        find(preload_next.clEnqueueReadBuffer, "clEnqueueReadBuffer");
+        find(preload_next.clEnqueueWriteBuffer, "clEnqueueWriteBuffer");
+        find(preload_next.clEnqueueCopyBuffer, "clEnqueueCopyBuffer");
+        find(preload_next.clEnqueueFillBuffer, "clEnqueueFillBuffer");
+        find(preload_next.clEnqueueMapBuffer, "clEnqueueMapBuffer");
+        find(preload_next.clEnqueueReadBufferRect, "clEnqueueReadBufferRect");
+        find(preload_next.clEnqueueWriteBufferRect, "clEnqueueWriteBufferRect");
+        find(preload_next.clEnqueueCopyBufferRect, "clEnqueueCopyBufferRect");
         if (!preload_next.clCreateBuffer || !preload_next.clReleaseMemObject) {
             std::fprintf(stderr, "clpool: libclpool_interpose found no OpenCL library below it (%s)\n", dlerror());
             std::abort();  // nothing to forward to: every OpenCL call would fail
@@ -148,4 +156,54 @@ CLPOOL_EXPORT cl_int CL_API_CALL clGetMemObjectInfo(cl_mem m, cl_mem_info i, siz
 CLPOOL_EXPORT cl_int CL_API_CALL clSetMemObjectDestructorCallback(cl_mem m, core::mem_notify f, void* u) {
     CLPOOL_FORWARD(clSetMemObjectDestructorCallback, m, f, u);
     return core::set_mem_destructor_callback(m, f, u);
+}
+CLPOOL_EXPORT cl_int CL_API_CALL clEnqueueReadBufferRect(cl_command_queue q, cl_mem m, cl_bool b, const size_t* bo,
+                                                         const size_t* ho, const size_t* r, size_t brp, size_t bsp,
+                                                         size_t hrp, size_t hsp, void* p, cl_uint n, const cl_event* w,
+                                                         cl_event* e) {
+    CLPOOL_FORWARD(clEnqueueReadBufferRect, q, m, b, bo, ho, r, brp, bsp, hrp, hsp, p, n, w, e);
+    return core::enqueue_read_buffer_rect(q, m, b, bo, ho, r, brp, bsp, hrp, hsp, p, n, w, e);
+}
+CLPOOL_EXPORT cl_int CL_API_CALL clEnqueueWriteBufferRect(cl_command_queue q, cl_mem m, cl_bool b, const size_t* bo,
+                                                          const size_t* ho, const size_t* r, size_t brp, size_t bsp,
+                                                          size_t hrp, size_t hsp, const void* p, cl_uint n,
+                                                          const cl_event* w, cl_event* e) {
+    CLPOOL_FORWARD(clEnqueueWriteBufferRect, q, m, b, bo, ho, r, brp, bsp, hrp, hsp, p, n, w, e);
+    return core::enqueue_write_buffer_rect(q, m, b, bo, ho, r, brp, bsp, hrp, hsp, p, n, w, e);
+}
+CLPOOL_EXPORT cl_int CL_API_CALL clEnqueueCopyBufferRect(cl_command_queue q, cl_mem s, cl_mem d, const size_t* so,
+                                                         const size_t* dO, const size_t* r, size_t srp, size_t ssp,
+                                                         size_t drp, size_t dsp, cl_uint n, const cl_event* w,
+                                                         cl_event* e) {
+    CLPOOL_FORWARD(clEnqueueCopyBufferRect, q, s, d, so, dO, r, srp, ssp, drp, dsp, n, w, e);
+    return core::enqueue_copy_buffer_rect(q, s, d, so, dO, r, srp, ssp, drp, dsp, n, w, e);
+}
+CLPOOL_EXPORT cl_int CL_API_CALL clEnqueueReadBuffer(cl_command_queue q, cl_mem m, cl_bool b, size_t o, size_t n,
+                                                     void* p, cl_uint nw, const cl_event* w, cl_event* e) {
+    CLPOOL_FORWARD(clEnqueueReadBuffer, q, m, b, o, n, p, nw, w, e);
+    return core::enqueue_read_buffer(q, m, b, o, n, p, nw, w, e);
+}
+CLPOOL_EXPORT cl_int CL_API_CALL clEnqueueWriteBuffer(cl_command_queue q, cl_mem m, cl_bool b, size_t o, size_t n,
+                                                      const void* p, cl_uint nw, const cl_event* w, cl_event* e) {
+    CLPOOL_FORWARD(clEnqueueWriteBuffer, q, m, b, o, n, p, nw, w, e);
+    return core::enqueue_write_buffer(q, m, b, o, n, p, nw, w, e);
+}
+CLPOOL_EXPORT cl_int CL_API_CALL clEnqueueCopyBuffer(cl_command_queue q, cl_mem s, cl_mem d, size_t so, size_t dO,
+                                                     size_t n, cl_uint nw, const cl_event* w, cl_event* e) {
+    CLPOOL_FORWARD(clEnqueueCopyBuffer, q, s, d, so, dO, n, nw, w, e);
+    return core::enqueue_copy_buffer(q, s, d, so, dO, n, nw, w, e);
+}
+CLPOOL_EXPORT cl_int CL_API_CALL clEnqueueFillBuffer(cl_command_queue q, cl_mem m, const void* p, size_t ps, size_t o,
+                                                     size_t n, cl_uint nw, const cl_event* w, cl_event* e) {
+    CLPOOL_FORWARD(clEnqueueFillBuffer, q, m, p, ps, o, n, nw, w, e);
+    return core::enqueue_fill_buffer(q, m, p, ps, o, n, nw, w, e);
+}
+CLPOOL_EXPORT void* CL_API_CALL clEnqueueMapBuffer(cl_command_queue q, cl_mem m, cl_bool b, cl_map_flags f, size_t o,
+                                                   size_t n, cl_uint nw, const cl_event* w, cl_event* e, cl_int* err) {
+    if (forward() || !down().clEnqueueMapBuffer) {
+        if (down().clEnqueueMapBuffer) return down().clEnqueueMapBuffer(q, m, b, f, o, n, nw, w, e, err);
+        if (err) *err = CL_INVALID_OPERATION;
+        return nullptr;
+    }
+    return core::enqueue_map_buffer(q, m, b, f, o, n, nw, w, e, err);
 }
