@@ -29,6 +29,7 @@ public:
     std::string x_label;
     std::string y_label;
     bool log2_x = false;      // x axis in powers of two (x values must be > 0)
+    bool binary_y = false;    // y grid steps in KiB/MiB/GiB multiples (byte axes)
     formatter x_format = [](double v) { return compact(v); };
     formatter y_format = [](double v) { return compact(v); };
     std::vector<Series> series;
@@ -53,7 +54,10 @@ public:
             }
         if (!(xmin <= xmax)) xmin = 0, xmax = 1;
         if (xmax == xmin) xmax = xmin + 1;
-        const double ystep = nice_step(ymax > 0 ? ymax : 1.0);
+        double unit = 1;
+        if (binary_y)
+            while (ymax / unit >= 1024.0) unit *= 1024.0;
+        const double ystep = nice_step((ymax > 0 ? ymax : 1.0) / unit) * unit;
         const double ytop = std::max(ystep, std::ceil((ymax > 0 ? ymax : 1.0) / ystep) * ystep);
         auto px = [&](double tx) { return left + (tx - xmin) / (xmax - xmin) * pw; };
         auto py = [&](double y) { return top + ph - std::clamp(y, 0.0, ytop) / ytop * ph; };
@@ -97,7 +101,10 @@ public:
         for (std::size_t i = 0; i < series.size(); ++i) {
             const auto& s = series[i];
             const char* color = palette[i % std::size(palette)];
-            os << "<polyline fill=\"none\" stroke=\"" << color << "\" stroke-width=\"2\" points=\"";
+            // Dashes tell apart lines that lie on top of each other.
+            const char* dash = i % 3 == 0 ? "none" : i % 3 == 1 ? "8,4" : "2,3";
+            os << "<polyline fill=\"none\" stroke=\"" << color << "\" stroke-width=\"2\" stroke-dasharray=\"" << dash
+               << "\" points=\"";
             for (auto [x, y] : s.points) {
                 if ((log2_x && !(x > 0)) || !std::isfinite(y)) continue;
                 os << num(px(tx_of(x))) << ',' << num(py(y)) << ' ';
@@ -111,7 +118,7 @@ public:
                 }
             const double ly = top + 10 + 20 * static_cast<double>(i);
             os << "<line x1=\"" << left + pw + 12 << "\" x2=\"" << left + pw + 36 << "\" y1=\"" << ly << "\" y2=\""
-               << ly << "\" stroke=\"" << color << "\" stroke-width=\"3\"/>\n"
+               << ly << "\" stroke=\"" << color << "\" stroke-width=\"3\" stroke-dasharray=\"" << dash << "\"/>\n"
                << "<text x=\"" << left + pw + 42 << "\" y=\"" << ly + 4 << "\">" << escape(s.name) << "</text>\n";
         }
         os << "</svg>\n";

@@ -35,7 +35,7 @@ inline std::optional<std::uint64_t> parse_bytes(std::string_view s) {
     return value << shift;
 }
 
-// "512 B", "4 KiB", "1.5 MiB": binary units, at most one decimal.
+// "512 B", "4 KiB", "1.5 MiB", "1.25 MiB": binary units, at most two decimals.
 inline std::string format_bytes(double bytes) {
     static constexpr const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
     int u = 0;
@@ -46,8 +46,13 @@ inline std::string format_bytes(double bytes) {
     char buf[32];
     if (u == 0 || bytes == static_cast<double>(static_cast<std::uint64_t>(bytes)))
         std::snprintf(buf, sizeof buf, "%.0f %s", bytes, units[u]);
-    else
-        std::snprintf(buf, sizeof buf, "%.1f %s", bytes, units[u]);
+    else {
+        std::snprintf(buf, sizeof buf, "%.2f", bytes);
+        std::string s = buf;
+        while (s.back() == '0') s.pop_back();
+        if (s.back() == '.') s.pop_back();
+        return s + " " + units[u];
+    }
     return buf;
 }
 
