@@ -21,6 +21,7 @@ struct Ledger {
     std::atomic<long> fail_every{0};      // fail every n-th attempt (0: never)
     std::atomic<long> live_bytes{0};
     std::atomic<long> capacity{-1};       // bytes the "device" has (-1: unlimited)
+    std::atomic<bool> fail_as_driver_error{false};  // scripted failures: alloc_status::failed, not out_of_memory
 };
 
 // Host memory that tells the ledger when it is freed.
@@ -58,6 +59,7 @@ class MockBackend {
 public:
     using memory_type = MockMemory;
     static constexpr int oom_code = -4;  // CL_MEM_OBJECT_ALLOCATION_FAILURE's value
+    static constexpr int failed_code = -61;  // CL_INVALID_BUFFER_SIZE's value
 
     explicit MockBackend(std::shared_ptr<Ledger> ledger = std::make_shared<Ledger>(),
                          std::size_t max_alloc = std::size_t{1} << 40, bool unified = false)
@@ -74,14 +76,23 @@ public:
         const long every = ledger_->fail_every.load();
         const bool scripted = (from >= 0 && attempt >= from && attempt < from + ledger_->fail_count.load()) ||
                               (every > 0 && (attempt + 1) % every == 0);
+        if (scripted && ledger_->fail_as_driver_error.load()) return {MockMemory{}, alloc_status::failed, failed_code};
+        if (scripted) return {MockMemory{}, alloc_status::out_of_memory, oom_code};
+        // The capacity is reserved atomically, so threads together never exceed it.
+        const long bytes = static_cast<long>(n);
         const long cap = ledger_->capacity.load();
-        const bool full = cap >= 0 && ledger_->live_bytes.load() + static_cast<long>(n) > cap;
-        if (scripted || full) return {MockMemory{}, alloc_status::out_of_memory, oom_code};
+        if (cap >= 0 && ledger_->live_bytes.fetch_add(bytes) + bytes > cap) {
+            ledger_->live_bytes -= bytes;
+            return {MockMemory{}, alloc_status::out_of_memory, oom_code};
+        }
         auto r = host_.allocate(n, k);
-        if (r.status != alloc_status::ok) return {MockMemory{}, r.status, r.native_code};
+        if (r.status != alloc_status::ok) {
+            if (cap >= 0) ledger_->live_bytes -= bytes;
+            return {MockMemory{}, r.status, r.native_code};
+        }
         ++ledger_->live;
         ++ledger_->allocations;
-        ledger_->live_bytes += static_cast<long>(n);
+        if (cap < 0) ledger_->live_bytes += bytes;
         return {MockMemory{std::move(r.memory), ledger_}, alloc_status::ok, 0};
     }
 
