@@ -5,6 +5,7 @@
 #include <clpool/shape.hpp>
 #include <clpool/shape_error.hpp>
 #include <clpool/detail/shape_entry.hpp>
+#include <clpool/detail/rw_lock.hpp>
 #include <clpool/detail/shape_node.hpp>
 
 #include <array>
@@ -16,7 +17,7 @@
 #include <initializer_list>
 #include <memory>
 #include <mutex>
-#include <shared_mutex>
+#include <shared_mutex>  // std::shared_lock
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -29,7 +30,7 @@ namespace clpool {
 // the entry and prunes the trie, down to an empty trie.
 //
 // Structure: `stripes()` independent tries, each under its own
-// std::shared_mutex; a shape's stripe is a hash of its rank and first
+// reader-writer lock (detail::rw_lock); a shape's stripe is a hash of its rank and first
 // extents. Inside a stripe the root is chosen by rank, then the walk follows
 // the shape's own values (extents, strides, type, order) through branch
 // nodes that each test one value, to a leaf that is the entry itself; one
@@ -191,7 +192,7 @@ private:
 
     // One stripe: a lock and one root per rank, on cache lines of its own.
     struct alignas(64) stripe {
-        mutable std::shared_mutex mutex;
+        mutable detail::rw_lock mutex;
         std::array<slot, max_rank + 1> roots{};
         std::size_t entries = 0;
         std::size_t inner_nodes = 0;
@@ -268,9 +269,11 @@ private:
         return k;
     }
 
-    // A reference from a lookup: only while the count is above zero. At zero
-    // the entry is dying (its last releaser is waiting for the exclusive
-    // lock) and must not be revived.
+    // A reference from a lookup, under the stripe's lock (either mode): only
+    // while the count is above zero. At zero the entry is dying (its last
+    // releaser waits for the exclusive lock, so it cannot free the entry
+    // while we look) and must not be revived. A CAS, not an add and undo: a
+    // second lookup could take the undone add for a live count.
     static bool try_ref(entry* e) noexcept {
         auto n = e->refs.load(std::memory_order_relaxed);
         while (n != 0)
