@@ -1,0 +1,316 @@
+// upload/download: host <-> device copies, direct from pinned memory or pipelined through pinned staging buffers.
+#pragma once
+
+#include <clpool/config.hpp>
+#include <clpool/errors.hpp>
+#include <clpool/handle.hpp>
+#include <clpool/opencl.hpp>
+#include <clpool/registry.hpp>
+#include <clpool/detail/mapping.hpp>
+#include <clpool/detail/parallel_copy.hpp>
+#include <clpool/detail/pinned_ranges.hpp>
+
+#include <algorithm>
+#include <array>
+#include <concepts>
+#include <cstddef>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace clpool {
+
+// How upload/download move the bytes. The defaults suit a discrete GPU; see
+// docs/TRANSFERS.md for the measured reasons.
+struct TransferOptions {
+    // Where staging buffers come from; nullptr: get_pinned_pool(queue).
+    PinnedBufferPool* staging_pool = nullptr;
+    // Bytes per staging chunk, and how many staging buffers rotate (2..8):
+    // the host fills chunk i+1 while the device copies chunk i.
+    std::size_t chunk_bytes = std::size_t{4} << 20;
+    unsigned staging_buffers = 3;
+    // Transfers of at most this many bytes go direct: for them the extra host
+    // copy and the maps cost more than a pageable DMA loses.
+    std::size_t direct_max_bytes = std::size_t{256} << 10;
+    // Threads for each host copy into/out of staging (0: half the cores, 1..8).
+    unsigned copy_threads = 0;
+    // The host memory is already pinned (e.g. from cudaHostAlloc or a mapped
+    // buffer of your own): go direct. PinnedAllocator memory is recognised
+    // without this.
+    bool host_is_pinned = false;
+    // Overrides of CLPOOL_PINNED_H2D (stage pageable memory) and, for uploads,
+    // CLPOOL_ASYNC_H2D (return before the copy is done); unset: the variable.
+    std::optional<bool> stage;
+    std::optional<bool> async;
+    // Events the transfer waits for before touching the device buffer.
+    std::vector<cl::Event> wait_for;
+};
+
+namespace detail {
+
+inline std::size_t buffer_size(const cl::Buffer& b) {
+    std::size_t n = 0;
+    opencl::check(clGetMemObjectInfo(b(), CL_MEM_SIZE, sizeof n, &n, nullptr), "clGetMemObjectInfo");
+    return n;
+}
+
+inline void check_range(std::size_t offset, std::size_t n, std::size_t limit, const void* host) {
+    if (n != 0 && host == nullptr) throw std::invalid_argument("clpool: transfer of " + std::to_string(n) + " bytes with a null host pointer");
+    if (offset > limit || n > limit - offset)
+        throw size_error(n, limit, ("transfer at offset " + std::to_string(offset) + " runs past the device buffer").c_str());
+}
+
+inline void validate_options(const TransferOptions& o) {
+    if (o.chunk_bytes == 0 || o.chunk_bytes > (std::size_t{1} << 30))
+        throw config_error("clpool: TransferOptions::chunk_bytes=" + std::to_string(o.chunk_bytes) +
+                           " must be between 1 and 1073741824");
+    if (o.staging_buffers < 2 || o.staging_buffers > 8)
+        throw config_error("clpool: TransferOptions::staging_buffers=" + std::to_string(o.staging_buffers) +
+                           " must be between 2 and 8");
+}
+
+inline const cl_event* raw_events(const std::vector<cl::Event>& v, std::vector<cl_event>& out) {
+    out.clear();
+    for (const auto& e : v) out.push_back(e());
+    return out.empty() ? nullptr : out.data();
+}
+
+inline cl_context queue_context(const cl::CommandQueue& q) {
+    cl_context ctx = nullptr;
+    opencl::check(clGetCommandQueueInfo(q(), CL_QUEUE_CONTEXT, sizeof ctx, &ctx, nullptr), "clGetCommandQueueInfo");
+    return ctx;
+}
+
+// A transfer that stays on the caller's queue: one enqueueWrite/ReadBuffer.
+inline cl::Event direct(const cl::CommandQueue& q, bool write, const cl::Buffer& dev, std::size_t off, void* host,
+                        std::size_t n, bool blocking, const std::vector<cl::Event>& wait_for) {
+    std::vector<cl_event> raw;
+    const cl_event* wl = raw_events(wait_for, raw);
+    cl_event ev = nullptr;
+    const cl_int err = write ? clEnqueueWriteBuffer(q(), dev(), blocking, off, n, host, static_cast<cl_uint>(raw.size()), wl, &ev)
+                             : clEnqueueReadBuffer(q(), dev(), blocking, off, n, host, static_cast<cl_uint>(raw.size()), wl, &ev);
+    opencl::check(err, write ? "clEnqueueWriteBuffer" : "clEnqueueReadBuffer");
+    clFlush(q());
+    return cl::Event(ev, false);
+}
+
+// One pinned staging buffer while a transfer holds it: mapped on the side
+// queue for the transfer's duration, then unmapped after its last copy and
+// handed back with release_after(unmap), so the pool reuses it only once no
+// copy reads or writes it. The destructor does the same on an error path.
+struct staging_slot {
+    PinnedBufferPool::handle h;
+    void* ptr = nullptr;
+    cl::Event last;  // the copy that last used ptr
+    const cl::CommandQueue* side = nullptr;
+
+    staging_slot() = default;
+    staging_slot(const staging_slot&) = delete;
+    staging_slot& operator=(const staging_slot&) = delete;
+    ~staging_slot() { finish(); }
+
+    void acquire(PinnedBufferPool& pool, const cl::CommandQueue& q, std::size_t n) {
+        h = pool.allocate(n);
+        side = &q;
+        ptr = map_pinned(q, h.buffer(), n);
+    }
+    void finish() noexcept {
+        if (!h) return;
+        if (ptr) {
+            const cl::Event unmapped = unmap_after(*side, h.buffer(), ptr, last() ? &last : nullptr);
+            ptr = nullptr;
+            if (unmapped()) {
+                h.release_after(&unmapped, 1);
+                return;
+            }
+        }
+        if (last()) h.release_after(&last, 1);
+        else h.release();
+    }
+};
+
+inline void wait(const cl::Event& e) {
+    if (!e()) return;
+    cl_event raw = e();
+    opencl::check(clWaitForEvents(1, &raw), "clWaitForEvents (staging copy)");
+}
+
+// An event for "all of these" (a marker; with none: all work so far on q).
+inline cl::Event all_of(const cl::CommandQueue& q, const std::vector<cl::Event>& events) {
+    if (events.size() == 1) return events.front();
+    std::vector<cl_event> raw;
+    raw_events(events, raw);
+    cl_event ev = nullptr;
+    opencl::check(clEnqueueMarkerWithWaitList(q(), static_cast<cl_uint>(raw.size()), raw.data(), &ev),
+                  "clEnqueueMarkerWithWaitList");
+    clFlush(q());
+    return cl::Event(ev, false);
+}
+
+inline cl::Event staged_upload(const cl::CommandQueue& q, PinnedBufferPool& pool, const cl::Buffer& dev,
+                               std::size_t dev_off, const char* src, std::size_t n, const TransferOptions& o) {
+    const std::size_t chunk = std::min(o.chunk_bytes, n);
+    const std::size_t chunks = (n + chunk - 1) / chunk;
+    const std::size_t k = std::min<std::size_t>(o.staging_buffers, chunks);
+    const unsigned threads = o.copy_threads ? o.copy_threads : copy_workers::default_parts();
+    const cl::CommandQueue side = side_queue(pool.backend().context(), pool.backend().device());
+    std::array<staging_slot, 8> slots;
+    std::vector<cl::Event> issued;
+    issued.reserve(chunks);
+    std::vector<cl_event> raw_wait;
+    raw_events(o.wait_for, raw_wait);
+    for (std::size_t i = 0; i < chunks; ++i) {
+        auto& s = slots[i % k];
+        const std::size_t off = i * chunk, len = std::min(chunk, n - off);
+        if (i < k) s.acquire(pool, side, chunk);
+        else wait(s.last);  // the slot's previous chunk has reached the device
+        copy_workers::instance().copy(s.ptr, src + off, len, threads);
+        cl_event ev = nullptr;
+        // Only the first chunk waits for the caller's events: the rest follow it on the queue
+        // (or, on an out-of-order queue, are tied together by the final marker anyway).
+        const bool first = i == 0;
+        opencl::check(clEnqueueWriteBuffer(q(), dev(), CL_FALSE, dev_off + off, len, s.ptr,
+                                           first ? static_cast<cl_uint>(raw_wait.size()) : 0,
+                                           first && !raw_wait.empty() ? raw_wait.data() : nullptr, &ev),
+                      "clEnqueueWriteBuffer (staged)");
+        s.last = cl::Event(ev, false);
+        issued.push_back(s.last);
+        clFlush(q());
+    }
+    cl::Event done = all_of(q, issued);
+    for (std::size_t i = 0; i < k; ++i) slots[i].finish();
+    clFlush(side());
+    return done;
+}
+
+inline cl::Event staged_download(const cl::CommandQueue& q, PinnedBufferPool& pool, char* dst, const cl::Buffer& dev,
+                                 std::size_t dev_off, std::size_t n, const TransferOptions& o) {
+    const std::size_t chunk = std::min(o.chunk_bytes, n);
+    const std::size_t chunks = (n + chunk - 1) / chunk;
+    const std::size_t k = std::min<std::size_t>(o.staging_buffers, chunks);
+    const unsigned threads = o.copy_threads ? o.copy_threads : copy_workers::default_parts();
+    const cl::CommandQueue side = side_queue(pool.backend().context(), pool.backend().device());
+    std::array<staging_slot, 8> slots;
+    std::vector<cl_event> raw_wait;
+    raw_events(o.wait_for, raw_wait);
+    auto enqueue_read = [&](std::size_t i) {
+        auto& s = slots[i % k];
+        const std::size_t off = i * chunk, len = std::min(chunk, n - off);
+        cl_event ev = nullptr;
+        const bool first = i == 0;
+        opencl::check(clEnqueueReadBuffer(q(), dev(), CL_FALSE, dev_off + off, len, s.ptr,
+                                          first ? static_cast<cl_uint>(raw_wait.size()) : 0,
+                                          first && !raw_wait.empty() ? raw_wait.data() : nullptr, &ev),
+                      "clEnqueueReadBuffer (staged)");
+        s.last = cl::Event(ev, false);
+        clFlush(q());
+    };
+    for (std::size_t i = 0; i < k; ++i) {
+        slots[i].acquire(pool, side, chunk);
+        enqueue_read(i);
+    }
+    cl::Event last;
+    for (std::size_t i = 0; i < chunks; ++i) {
+        auto& s = slots[i % k];
+        const std::size_t off = i * chunk, len = std::min(chunk, n - off);
+        wait(s.last);  // chunk i is in staging
+        copy_workers::instance().copy(dst + off, s.ptr, len, threads);
+        last = s.last;
+        if (i + k < chunks) enqueue_read(i + k);
+    }
+    for (std::size_t i = 0; i < k; ++i) slots[i].finish();
+    clFlush(side());
+    return last;  // complete: the bytes are already in dst
+}
+
+inline bool staging_wanted(const void* host, std::size_t n, const TransferOptions& o) {
+    if (n <= o.direct_max_bytes || o.host_is_pinned) return false;
+    if (!o.stage.value_or(config::pinned_h2d())) return false;
+    return !pinned_ranges::instance().contains(host, n);
+}
+
+}  // namespace detail
+
+// Copies n bytes from host memory `src` into `dst` at byte offset dst_offset,
+// enqueued on `queue` after the work already there (and o.wait_for).
+// Returns an event that completes when the whole copy has reached the device.
+//
+// Paths: pinned host memory (a PinnedAllocator container, or
+// o.host_is_pinned), transfers of at most o.direct_max_bytes, and
+// CLPOOL_PINNED_H2D=0 go straight to clEnqueueWriteBuffer. Larger pageable
+// sources are copied chunk by chunk into pinned staging buffers (from
+// o.staging_pool or get_pinned_pool(queue)) while earlier chunks move; the
+// call returns once the last chunk is in staging, so `src` may be reused at
+// once, and each staging buffer goes back to its pool to be reused only after
+// its copy completed. On the direct pageable path `src` must stay unchanged
+// until the event completes (as with any non-blocking enqueueWriteBuffer),
+// unless the upload is blocking (CLPOOL_ASYNC_H2D=0 or o.async=false: the
+// call returns when the copy is done).
+//
+// Throws size_error (the range runs past dst), std::invalid_argument (null
+// src), config_error (bad options or CLPOOL_* value), driver_error, and the
+// staging pool's out_of_memory. On a throw no staging buffer is handed out
+// again while a copy may still use it.
+// Cost: direct: one enqueue. Staged: one side queue, per staging buffer a map
+// and an unmap, per chunk a host copy on copy_threads threads and an enqueue.
+// Thread-safe as far as the queue is (OpenCL queues are).
+inline cl::Event upload(const cl::CommandQueue& queue, const cl::Buffer& dst, std::size_t dst_offset, const void* src,
+                        std::size_t n, const TransferOptions& o = {}) {
+    detail::validate_options(o);
+    detail::check_range(dst_offset, n, detail::buffer_size(dst), src);
+    const bool blocking = !o.async.value_or(config::async_h2d());
+    if (n == 0) return detail::all_of(queue, o.wait_for);
+    cl::Event done;
+    if (detail::staging_wanted(src, n, o)) {
+        auto& pool = o.staging_pool ? *o.staging_pool : get_pinned_pool(queue);
+        done = detail::staged_upload(queue, pool, dst, dst_offset, static_cast<const char*>(src), n, o);
+        if (blocking) detail::wait(done);
+    } else {
+        done = detail::direct(queue, true, dst, dst_offset, const_cast<void*>(src), n, blocking, o.wait_for);
+    }
+    return done;
+}
+
+// Copies n bytes of `src` from byte offset src_offset into host memory `dst`,
+// after the work already on `queue` (and o.wait_for). Returns an event that
+// completes when `dst` holds the bytes.
+//
+// Direct (pinned dst, small, or CLPOOL_PINNED_H2D=0): one non-blocking
+// clEnqueueReadBuffer; wait on the event before reading dst. Staged (large
+// pageable dst): chunks are read into pinned staging buffers and copied out
+// on the host as each one lands, so the call returns when dst is filled and
+// the returned event is already complete (like CUDA's pageable D2H copy).
+// Throws as upload. Thread-safe as far as the queue is.
+inline cl::Event download(const cl::CommandQueue& queue, void* dst, const cl::Buffer& src, std::size_t src_offset,
+                          std::size_t n, const TransferOptions& o = {}) {
+    detail::validate_options(o);
+    detail::check_range(src_offset, n, detail::buffer_size(src), dst);
+    if (n == 0) return detail::all_of(queue, o.wait_for);
+    if (detail::staging_wanted(dst, n, o)) {
+        auto& pool = o.staging_pool ? *o.staging_pool : get_pinned_pool(queue);
+        return detail::staged_download(queue, pool, static_cast<char*>(dst), src, src_offset, n, o);
+    }
+    return detail::direct(queue, false, src, src_offset, dst, n, false, o.wait_for);
+}
+
+// The same for a pooled handle: the range is checked against h.nbytes() (the
+// caller's part of the buffer), not the larger bucket.
+template <class Pool>
+    requires std::same_as<typename Pool::memory_type, cl::Buffer>
+cl::Event upload(const cl::CommandQueue& queue, const Handle<Pool>& dst, std::size_t dst_offset, const void* src,
+                 std::size_t n, const TransferOptions& o = {}) {
+    if (!dst) throw std::invalid_argument("clpool: upload into an empty handle");
+    detail::check_range(dst_offset, n, dst.nbytes(), src);
+    return upload(queue, dst.buffer(), dst_offset, src, n, o);
+}
+template <class Pool>
+    requires std::same_as<typename Pool::memory_type, cl::Buffer>
+cl::Event download(const cl::CommandQueue& queue, void* dst, const Handle<Pool>& src, std::size_t src_offset,
+                   std::size_t n, const TransferOptions& o = {}) {
+    if (!src) throw std::invalid_argument("clpool: download from an empty handle");
+    detail::check_range(src_offset, n, src.nbytes(), dst);
+    return download(queue, dst, src.buffer(), src_offset, n, o);
+}
+
+}  // namespace clpool

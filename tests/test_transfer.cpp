@@ -1,0 +1,296 @@
+// upload/download: every path moves exactly the bytes asked for, byte for byte, and refuses bad ranges.
+#include "opencl_env.hpp"
+
+#include <clpool/pinned_allocator.hpp>
+#include <clpool/transfer.hpp>
+
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+using namespace clpool;
+using clpool::test::OpenCLEnv;
+
+namespace {
+
+std::vector<unsigned char> pattern(std::size_t n, unsigned seed) {
+    std::vector<unsigned char> v(n);
+    std::uint32_t x = seed * 2654435761u + 1;
+    for (auto& c : v) {
+        x = x * 1664525u + 1013904223u;
+        c = static_cast<unsigned char>(x >> 24);
+    }
+    return v;
+}
+
+void fill(const cl::Buffer& b, std::size_t n, unsigned char value) {
+    auto& q = OpenCLEnv::get().queue;
+    REQUIRE(clEnqueueFillBuffer(q(), b(), &value, 1, 0, n, 0, nullptr, nullptr) == CL_SUCCESS);
+}
+
+std::vector<unsigned char> read_all(const cl::Buffer& b, std::size_t n) {
+    std::vector<unsigned char> v(n);
+    REQUIRE(clEnqueueReadBuffer(OpenCLEnv::get().queue(), b(), CL_TRUE, 0, n, v.data(), 0, nullptr, nullptr) ==
+            CL_SUCCESS);
+    return v;
+}
+
+TransferOptions opts(PinnedBufferPool& staging, bool stage, std::size_t chunk = 64 * 1024, unsigned buffers = 3) {
+    TransferOptions o;
+    o.staging_pool = &staging;
+    o.stage = stage;
+    o.chunk_bytes = chunk;
+    o.staging_buffers = buffers;
+    o.direct_max_bytes = 0;  // let even small sizes take the staged path here
+    return o;
+}
+
+cl_int status_of(const cl::Event& e) {
+    cl_int s = CL_QUEUED;
+    clGetEventInfo(e(), CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof s, &s, nullptr);
+    return s;
+}
+
+}  // namespace
+
+TEST_CASE("upload then download round-trips exactly, at offsets, for odd and non-chunk-multiple sizes") {
+    auto& env = OpenCLEnv::get();
+    BufferPool device(env.context);
+    PinnedBufferPool staging(env.context);
+    const std::size_t chunk = 64 * 1024;
+    const std::size_t sizes[] = {1, 7, 4095, chunk - 1, chunk, chunk + 1, 3 * chunk, 5 * chunk + 13, 11 * chunk + 4097};
+    const std::size_t offsets[] = {0, 3, 4096 + 5};
+    unsigned seed = 1;
+    for (bool stage : {true, false}) {
+        for (unsigned buffers : {2u, 4u}) {
+            for (std::size_t n : sizes) {
+                for (std::size_t off : offsets) {
+                    CAPTURE(stage);
+                    CAPTURE(buffers);
+                    CAPTURE(n);
+                    CAPTURE(off);
+                    const std::size_t total = off + n + 4096;  // room before and after the range
+                    auto dev = device.allocate(total);
+                    fill(dev.buffer(), total, 0xEE);
+                    const auto src = pattern(n, ++seed);
+                    auto o = opts(staging, stage, chunk, buffers);
+                    o.copy_threads = (seed % 3) + 1;  // 1..3 host threads
+                    upload(env.queue, dev, off, src.data(), n, o).wait();
+
+                    const auto all = read_all(dev.buffer(), total);
+                    CHECK(std::memcmp(all.data() + off, src.data(), n) == 0);
+                    // Nothing outside [off, off+n) was touched.
+                    CHECK(std::all_of(all.begin(), all.begin() + off, [](unsigned char c) { return c == 0xEE; }));
+                    CHECK(std::all_of(all.begin() + off + n, all.end(), [](unsigned char c) { return c == 0xEE; }));
+
+                    std::vector<unsigned char> back(n + 2, 0x77);  // a guard byte each side
+                    download(env.queue, back.data() + 1, dev, off, n, o).wait();
+                    CHECK(back.front() == 0x77);
+                    CHECK(back.back() == 0x77);
+                    CHECK(std::memcmp(back.data() + 1, src.data(), n) == 0);
+                }
+            }
+        }
+    }
+    // Every staging buffer went back to its pool.
+    CHECK(staging.stats().bytes_in_use == 0);
+}
+
+TEST_CASE("the staged path really stages; small, pinned and stage=false sources go direct") {
+    auto& env = OpenCLEnv::get();
+    BufferPool device(env.context);
+    PinnedBufferPool staging(env.context);
+    const std::size_t n = 1 << 20;
+    auto dev = device.allocate(n);
+    const auto src = pattern(n, 9);
+
+    auto o = opts(staging, true, 256 * 1024, 2);
+    o.direct_max_bytes = 256 * 1024;
+
+    SUBCASE("pageable and large: staged through the pool") {
+        upload(env.queue, dev, 0, src.data(), n, o).wait();
+        CHECK(staging.stats().misses == 2);  // two rotating staging buffers for four chunks
+        CHECK(read_all(dev.buffer(), n) == src);
+    }
+    SUBCASE("at most direct_max_bytes: direct") {
+        upload(env.queue, dev, 0, src.data(), 256 * 1024, o).wait();
+        std::vector<unsigned char> back(256 * 1024);
+        download(env.queue, back.data(), dev, 0, back.size(), o).wait();
+        CHECK(std::equal(back.begin(), back.end(), src.begin()));
+        CHECK(staging.stats().misses == 0);
+    }
+    SUBCASE("stage=false (CLPOOL_PINNED_H2D=0): direct") {
+        o.stage = false;
+        upload(env.queue, dev, 0, src.data(), n, o).wait();
+        CHECK(staging.stats().misses == 0);
+        CHECK(read_all(dev.buffer(), n) == src);
+    }
+    SUBCASE("a PinnedAllocator vector: direct, both ways") {
+        pinned_vector<unsigned char> pinned(src.begin(), src.end(), PinnedAllocator<unsigned char>(staging));
+        const auto before = staging.stats().misses;  // the vector's own buffer
+        upload(env.queue, dev, 0, pinned.data(), n, o).wait();
+        std::fill(pinned.begin(), pinned.end(), 0);
+        download(env.queue, pinned.data(), dev, 0, n, o).wait();
+        CHECK(staging.stats().misses == before);
+        CHECK(std::equal(pinned.begin(), pinned.end(), src.begin()));
+        // A range that runs past the vector's memory is not "pinned": it would stage.
+        CHECK(detail::pinned_ranges::instance().contains(pinned.data(), n));
+        CHECK_FALSE(detail::pinned_ranges::instance().contains(pinned.data(), n + 4096 * 1024));
+    }
+    SUBCASE("host_is_pinned: direct") {
+        o.host_is_pinned = true;
+        upload(env.queue, dev, 0, src.data(), n, o).wait();
+        CHECK(staging.stats().misses == 0);
+    }
+}
+
+TEST_CASE("blocking and non-blocking uploads, and a staged download's event") {
+    auto& env = OpenCLEnv::get();
+    BufferPool device(env.context);
+    PinnedBufferPool staging(env.context);
+    const std::size_t n = 300 * 1024;
+    auto dev = device.allocate(n);
+    const auto src = pattern(n, 3);
+    for (bool stage : {true, false}) {
+        CAPTURE(stage);
+        auto o = opts(staging, stage);
+        o.async = false;  // CLPOOL_ASYNC_H2D=0
+        const cl::Event e = upload(env.queue, dev, 0, src.data(), n, o);
+        CHECK(status_of(e) == CL_COMPLETE);
+        std::vector<unsigned char> back(n);
+        const cl::Event d = download(env.queue, back.data(), dev, 0, n, o);
+        d.wait();
+        CHECK(back == src);
+    }
+    // A staged download returns with the bytes in place and its event complete.
+    std::vector<unsigned char> back(n);
+    const cl::Event d = download(env.queue, back.data(), dev, 0, n, opts(staging, true));
+    CHECK(status_of(d) == CL_COMPLETE);
+    CHECK(back == src);
+}
+
+TEST_CASE("an async upload waits for wait_for events and returns before the data moved") {
+    auto& env = OpenCLEnv::get();
+    BufferPool device(env.context);
+    PinnedBufferPool staging(env.context);
+    const std::size_t n = 200 * 1024;
+    auto dev = device.allocate(n);
+    fill(dev.buffer(), n, 0);
+    const auto src = pattern(n, 5);
+    for (bool stage : {true, false}) {
+        CAPTURE(stage);
+        cl_int err = CL_SUCCESS;
+        cl::Event gate(clCreateUserEvent(env.context(), &err), false);
+        REQUIRE(err == CL_SUCCESS);
+        // Two chunks on three staging buffers: the host never has to wait for a
+        // held copy (with more chunks than buffers a staged upload would block).
+        auto o = opts(staging, stage, 128 * 1024, 3);
+        o.async = true;
+        o.wait_for = {gate};
+        const cl::Event e = upload(env.queue, dev, 0, src.data(), n, o);
+        CHECK(status_of(e) > CL_COMPLETE);
+        clSetUserEventStatus(gate(), CL_COMPLETE);
+        e.wait();
+        CHECK(read_all(dev.buffer(), n) == src);
+    }
+}
+
+TEST_CASE("bad transfers are refused with the numbers, and nothing is written") {
+    auto& env = OpenCLEnv::get();
+    BufferPool device(env.context);
+    PinnedBufferPool staging(env.context);
+    auto dev = device.allocate(1000);
+    fill(dev.buffer(), dev.bucket_size(), 0xEE);
+    std::vector<unsigned char> src(2000, 1);
+    auto o = opts(staging, true);
+
+    try {
+        upload(env.queue, dev, 10, src.data(), 991, o);
+        FAIL("expected size_error");
+    } catch (const size_error& e) {
+        CHECK(std::string(e.what()).find("991") != std::string::npos);
+        CHECK(std::string(e.what()).find("offset 10") != std::string::npos);
+        CHECK(e.limit() == 1000);
+    }
+    // The handle's nbytes is the limit, not the bucket (1024) behind it.
+    CHECK_THROWS_AS(download(env.queue, src.data(), dev, 0, 1001, o), size_error);
+    // The raw buffer's limit is its real size.
+    CHECK_THROWS_AS(upload(env.queue, dev.buffer(), 0, src.data(), dev.bucket_size() + 1, o), size_error);
+    CHECK_THROWS_AS(upload(env.queue, dev, std::size_t(-1), src.data(), 2, o), size_error);
+    CHECK_THROWS_AS(upload(env.queue, dev, 0, nullptr, 10, o), std::invalid_argument);
+    BufferPool::handle empty;
+    CHECK_THROWS_AS(upload(env.queue, empty, 0, src.data(), 1, o), std::invalid_argument);
+
+    auto bad = o;
+    bad.staging_buffers = 1;
+    try {
+        upload(env.queue, dev, 0, src.data(), 10, bad);
+        FAIL("expected config_error");
+    } catch (const config_error& e) {
+        CHECK(std::string(e.what()).find("staging_buffers=1") != std::string::npos);
+    }
+    bad = o;
+    bad.chunk_bytes = 0;
+    CHECK_THROWS_AS(upload(env.queue, dev, 0, src.data(), 10, bad), config_error);
+
+    const auto after = read_all(dev.buffer(), 1000);
+    CHECK(std::all_of(after.begin(), after.end(), [](unsigned char c) { return c == 0xEE; }));
+    CHECK(staging.stats().bytes_in_use == 0);
+
+    // Zero bytes is fine anywhere inside, including the end.
+    upload(env.queue, dev, 1000, src.data(), 0, o).wait();
+    download(env.queue, src.data(), dev, 0, 0, o).wait();
+}
+
+TEST_CASE("CLPOOL_PINNED_H2D / CLPOOL_ASYNC_H2D values parse or fail naming the variable") {
+    CHECK(config::parse_bool("CLPOOL_PINNED_H2D", "0") == false);
+    CHECK(config::parse_bool("CLPOOL_ASYNC_H2D", "1") == true);
+    try {
+        (void)config::parse_bool("CLPOOL_PINNED_H2D", "maybe");
+        FAIL("expected config_error");
+    } catch (const config_error& e) {
+        CHECK(std::string(e.what()).find("CLPOOL_PINNED_H2D='maybe'") != std::string::npos);
+    }
+    // The process's own value: the default, the value given, or (ctest runs
+    // this case once with CLPOOL_PINNED_H2D=maybe) a config_error on every use.
+    const char* env = std::getenv("CLPOOL_PINNED_H2D");
+    bool valid = true, value = true;
+    if (env) {
+        try {
+            value = config::parse_bool("CLPOOL_PINNED_H2D", env);
+        } catch (const config_error&) {
+            valid = false;
+        }
+    }
+    if (valid) {
+        CHECK(config::pinned_h2d() == value);
+    } else {
+        auto& q = OpenCLEnv::get().queue;
+        BufferPool device(OpenCLEnv::get().context);
+        auto dev = device.allocate(1 << 20);
+        std::vector<unsigned char> src(1 << 20, 1);
+        for (int i = 0; i < 2; ++i) {  // read once, reported on every use
+            try {
+                upload(q, dev, 0, src.data(), src.size());
+                FAIL("expected config_error");
+            } catch (const config_error& e) {
+                CHECK(std::string(e.what()).find("CLPOOL_PINNED_H2D='maybe'") != std::string::npos);
+            }
+        }
+    }
+}
+
+TEST_CASE("parallel host copies are exact for odd sizes and part counts") {
+    for (std::size_t n : {std::size_t{1}, std::size_t{300000}, std::size_t{(1 << 20) + 4097}, std::size_t{5 << 20}}) {
+        for (unsigned parts : {1u, 2u, 3u, 8u}) {
+            const auto src = pattern(n, static_cast<unsigned>(n + parts));
+            std::vector<unsigned char> dst(n + 2, 0x42);
+            detail::copy_workers::instance().copy(dst.data() + 1, src.data(), n, parts);
+            CHECK(dst.front() == 0x42);
+            CHECK(dst.back() == 0x42);
+            CHECK(std::memcmp(dst.data() + 1, src.data(), n) == 0);
+        }
+    }
+}
