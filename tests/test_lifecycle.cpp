@@ -1,0 +1,231 @@
+// Lifecycle: exit, shutdown(), fork and Ctrl+C, each run in a child process (lifecycle_child.cpp); interruptible waits.
+#include <clpool/clpool.hpp>
+#include <clpool/lifecycle.hpp>
+
+#ifdef CLPOOL_HAS_OPENCL
+#include "opencl_env.hpp"
+#endif
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <poll.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char** environ;
+
+namespace {
+
+struct child_result {
+    int status = -1;  // exit code, or 128 + signal
+    std::string output;
+    double seconds = 0;
+};
+
+// Runs the helper with one scenario (and extra NAME=VALUE environment
+// entries), stdout and stderr captured; killed after 60 s.
+child_result run_child(const std::string& scenario, std::vector<std::string> env_extra = {}) {
+    using clock = std::chrono::steady_clock;
+    const auto start = clock::now();
+    int fds[2];
+    REQUIRE(pipe(fds) == 0);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
+    posix_spawn_file_actions_adddup2(&fa, fds[1], 2);
+    posix_spawn_file_actions_addclose(&fa, fds[0]);
+    std::vector<std::string> env_store;
+    for (char** e = environ; *e; ++e) {
+        const std::string kv = *e;
+        if (kv.rfind("CLPOOL_DEVICE=", 0) == 0) continue;  // each case sets its own
+        env_store.push_back(kv);
+    }
+    for (auto& kv : env_extra) env_store.push_back(kv);
+    std::vector<char*> envp;
+    for (auto& kv : env_store) envp.push_back(kv.data());
+    envp.push_back(nullptr);
+    std::string path = CLPOOL_LIFECYCLE_CHILD;
+    std::vector<char*> argv{path.data(), const_cast<char*>(scenario.c_str()), nullptr};
+    pid_t pid = 0;
+    const int rc = posix_spawn(&pid, path.c_str(), &fa, nullptr, argv.data(), envp.data());
+    posix_spawn_file_actions_destroy(&fa);
+    close(fds[1]);
+    REQUIRE(rc == 0);
+    child_result r;
+    char buf[4096];
+    for (;;) {
+        pollfd p{fds[0], POLLIN, 0};
+        const int ready = poll(&p, 1, 100);
+        if (ready > 0) {
+            const ssize_t n = read(fds[0], buf, sizeof buf);
+            if (n <= 0) break;
+            r.output.append(buf, static_cast<std::size_t>(n));
+        }
+        if (clock::now() - start > std::chrono::seconds(60)) {
+            kill(pid, SIGKILL);
+            r.output += "\n[killed after 60 s]";
+            break;
+        }
+    }
+    close(fds[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    r.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    r.seconds = std::chrono::duration<double>(clock::now() - start).count();
+    return r;
+}
+
+bool has(const child_result& r, const std::string& line) { return r.output.find(line) != std::string::npos; }
+
+}  // namespace
+
+TEST_CASE("shutdown() gives the host pools' cache back, then every pool refuses work") {
+    const auto r = run_child("shutdown-host");
+    CAPTURE(r.output);
+    CHECK(r.status == 0);
+    CHECK(has(r, "cached before: 1048576"));
+    CHECK(has(r, "released: 1048576"));
+    CHECK(has(r, "cached after: 0"));
+    CHECK(has(r, "allocate after shutdown: usage_error: clpool: host pool used after clpool::shutdown()"));
+    CHECK(has(r, "registry after shutdown: usage_error"));
+    CHECK(has(r, "release after shutdown cached: 0 freed: 1"));
+    CHECK(has(r, "is_shut_down: 1"));
+}
+
+TEST_CASE("CLPOOL_DEVICE picks the default device; a value that matches nothing is a config_error listing devices") {
+    auto r = run_child("device-env", {"CLPOOL_DEVICE=host"});
+    CAPTURE(r.output);
+    CHECK(r.status == 0);
+    CHECK(has(r, "default device: host"));
+    CHECK(has(r, "same again: 1"));
+
+    r = run_child("device-env", {"CLPOOL_DEVICE=no-such-device"});
+    CHECK(r.status == 3);
+    CHECK(has(r, "config_error: clpool: CLPOOL_DEVICE='no-such-device' matches no device"));
+    CHECK(has(r, "host (the host backend"));
+
+    r = run_child("device-env", {"CLPOOL_DEVICE= "});
+    CHECK(r.status == 3);
+    CHECK(has(r, "CLPOOL_DEVICE='' is empty"));
+
+    r = run_child("device-env");
+    CHECK(r.status == 0);
+#ifdef CLPOOL_HAS_OPENCL
+    CHECK(has(r, "default device: opencl"));  // auto: the test machine has an OpenCL device
+#else
+    CHECK(has(r, "default device: host"));
+#endif
+}
+
+#ifdef CLPOOL_HAS_INTERRUPT_HANDLER
+TEST_CASE("the opt-in Ctrl+C handler: first SIGINT sets the flag (idle device: no exit), second exits with 130") {
+    const auto r = run_child("interrupt-idle");
+    CAPTURE(r.output);
+    CHECK(has(r, "installed: 1"));
+    CHECK(has(r, "installed again: 0"));
+    CHECK(has(r, "still running, interrupt_requested=1"));
+    CHECK_FALSE(has(r, "not reached"));
+    CHECK(r.status == 130);
+}
+#endif
+
+#ifdef CLPOOL_HAS_OPENCL
+TEST_CASE("normal exit finishes the registered queues before the driver goes") {
+    const auto r = run_child("exit-finish");
+    CAPTURE(r.output);
+    CHECK(r.status == 0);
+    CHECK(has(r, "exit-check: marker complete"));
+    // The control: the same work on a queue clpool does not know is still
+    // running when the program's exit handler looks, so the check above can fail.
+    const auto c = run_child("exit-control");
+    CAPTURE(c.output);
+    CHECK(has(c, "exit-check: marker pending"));
+}
+
+TEST_CASE("shutdown() finishes the queues, empties the OpenCL pools, and everything refuses work afterwards") {
+    const auto r = run_child("shutdown");
+    CAPTURE(r.output);
+    CHECK(r.status == 0);
+    CHECK(has(r, "marker after shutdown: complete"));
+    CHECK(has(r, "failed: 0"));
+    CHECK(has(r, "released at least 1 MiB: 1"));
+    CHECK(has(r, "cached after: 0"));
+    CHECK(has(r, "allocate after shutdown: usage_error: clpool: opencl pool used after clpool::shutdown()"));
+    CHECK(has(r, "get_buffer_pool after shutdown: usage_error"));
+    CHECK(has(r, "select_device after shutdown: usage_error"));
+    CHECK(has(r, "DeviceHandle::buffer_pool after shutdown: usage_error"));
+    CHECK(has(r, "release after shutdown cached: 0 freed: 1"));
+}
+
+TEST_CASE("fork: the child drops inherited pools without an OpenCL call, builds its own; the parent keeps working") {
+    const auto r = run_child("fork");
+    CAPTURE(r.output);
+    CHECK(r.status == 0);
+    CHECK(has(r, "child: inherited pool refused: clpool: this opencl pool was created before fork()"));
+    CHECK(has(r, "child: trim gave back 0"));
+    CHECK(has(r, "child: device usable: 0"));
+    CHECK(has(r, "child: parent's device handle refused"));
+    CHECK(has(r, "child: inherited host pool refused"));
+    CHECK(has(r, "child: new host pool works: 1"));
+    CHECK(has(r, "child: fresh registry: 1"));
+    CHECK(has(r, "child: new device handle: 1"));
+    CHECK(has(r, "child: OpenCL calls on inherited objects: 0"));
+    CHECK(has(r, "parent: child status 0"));  // its exit did not wait on the parent's busy queue
+    CHECK(has(r, "parent: keeps working: 1"));
+}
+
+#ifdef CLPOOL_HAS_INTERRUPT_HANDLER
+TEST_CASE("the opt-in Ctrl+C handler: a device still busy after the grace window ends the process with 130") {
+    const auto r = run_child("interrupt-grace");
+    CAPTURE(r.output);
+    CHECK(has(r, "wait: interrupted"));
+    CHECK_FALSE(has(r, "not reached"));
+    CHECK(r.status == 130);
+    CHECK(r.seconds < 8.0);  // the grace window (0.3 s) ended it, not the 10 s sleep
+}
+#endif
+
+TEST_CASE("finish_interruptible returns on a stop flag or a timeout while the queue is busy, complete once done") {
+    auto& env = clpool::test::OpenCLEnv::get();
+    cl_int err = CL_SUCCESS;
+    cl::CommandQueue q(clCreateCommandQueue(env.context(), env.device(), 0, &err), false);
+    REQUIRE(err == CL_SUCCESS);
+    cl_event gate = clCreateUserEvent(env.context(), &err);
+    REQUIRE(err == CL_SUCCESS);
+    REQUIRE(clEnqueueMarkerWithWaitList(q(), 1, &gate, nullptr) == CL_SUCCESS);
+
+    std::atomic<bool> stop{false};
+    clpool::wait_options o;
+    o.stop = &stop;
+    std::thread t([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        stop = true;  // what a SIGINT handler of the program's own would do
+    });
+    CHECK(clpool::finish_interruptible(q, o) == clpool::wait_status::interrupted);
+    t.join();
+
+    stop = false;
+    o.timeout = std::chrono::milliseconds(30);
+    const auto t0 = std::chrono::steady_clock::now();
+    CHECK(clpool::finish_interruptible(q, o) == clpool::wait_status::timed_out);
+    CHECK(std::chrono::steady_clock::now() - t0 >= std::chrono::milliseconds(30));
+
+    o.timeout = std::chrono::nanoseconds::max();
+    std::thread opener([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(30));
+        clSetUserEventStatus(gate, CL_COMPLETE);
+    });
+    CHECK(clpool::finish_interruptible(q, o) == clpool::wait_status::complete);
+    opener.join();
+    clReleaseEvent(gate);
+    // (A failed command's `failed` status is not tested here: PoCL 3 aborts
+    // when a user event is set to an error status.)
+}
+#endif
