@@ -6,6 +6,7 @@
 #include <clpool/handle.hpp>
 #include <clpool/stats.hpp>
 #include <clpool/detail/counter.hpp>
+#include <clpool/detail/thread_cache.hpp>
 #include <clpool/detail/process_state.hpp>
 #include <clpool/policies/bucket.hpp>
 #include <clpool/policies/flags.hpp>
@@ -98,6 +99,8 @@ public:
     // The bucket that holds sizes no bucket can round to (above the device
     // limit once rounded): exact-size buffers, matched by size.
     static constexpr std::size_t exact_bucket = Buckets::bucket_count;
+    // True for ThreadCached<K, Shared>: per-thread magazines in front of the shared lists.
+    static constexpr bool thread_cached = requires { Locks::magazine_size; };
 
     explicit Pool(B backend, Limits limits = Limits{}, Flags flags = Flags{})
         : backend_(std::move(backend)), limits_(std::move(limits)), flags_(std::move(flags)),
@@ -110,9 +113,11 @@ public:
         // In a fork child the parent's pool is dropped without a driver call:
         // its buffers and nodes leak, the parent keeps using its own copies.
         if (!detail::same_process(generation_)) {
+            if constexpr (thread_cached) tc_ops::abandon_all(*this);
             detail::abandon_backend(backend_);
             return;
         }
+        if constexpr (thread_cached) tc_ops::detach_all(*this);  // magazines first: they hold idle buffers
         // Handles still out become orphans: they free their buffer on release.
         detail_list doomed;
         for (auto& s : stripes_) {
@@ -140,6 +145,14 @@ public:
         if (detail::process_word.load(std::memory_order_relaxed) != detail::alive_word(generation_)) [[unlikely]]
             detail::refuse_work(generation_, backend_.name());
         const auto [index, bytes] = classify(nbytes);
+        if constexpr (thread_cached) {
+            if (index != exact_bucket) {
+                if (auto* m = tc_ops::mine(*this)) {
+                    if (block_type* b = tc_ops::take(*this, *m, index, nbytes)) return handle(b, nbytes);
+                    return handle(create(index, bytes, nbytes), nbytes);
+                }
+            }
+        }
         if (block_type* b = take_cached(index, bytes, nbytes)) return handle(b, nbytes);
         return handle(create(index, bytes, nbytes), nbytes);
     }
@@ -166,6 +179,7 @@ public:
     // use are untouched. Returns the number of bytes given back.
     std::size_t trim() noexcept {
         if (!detail::same_process(generation_)) return 0;  // a fork parent's pool: never touch its buffers
+        if constexpr (thread_cached) tc_ops::flush_all(*this);  // magazines' buffers join the shared lists
         detail_list doomed;
         std::size_t freed = 0;
         for (std::size_t si = 0; si < Locks::stripes; ++si) {
@@ -194,8 +208,15 @@ public:
     // Same as trim(); the name the reference library used.
     std::size_t clear() noexcept { return trim(); }
 
-    // A consistent snapshot: every stripe is locked (in order) while read.
+    // A consistent snapshot: every stripe is locked (in order) while read;
+    // with ThreadCached, every magazine first (their buffers count as cached).
     PoolStats stats() const {
+        if constexpr (thread_cached) return tc_ops::template stats<PoolStats>(*this);
+        else return snapshot();
+    }
+
+private:
+    PoolStats snapshot() const {
         PoolStats out;
         std::array<std::unique_lock<typename Locks::mutex_type>, Locks::stripes> locks;
         for (std::size_t i = 0; i < Locks::stripes; ++i)
@@ -224,6 +245,7 @@ public:
         return out;
     }
 
+public:
     // The bucket size a request of nbytes is served from (what allocate would
     // hold). Throws size_error as allocate does.
     std::size_t bucket_size_for(std::size_t nbytes) const { return classify(nbytes).second; }
@@ -236,6 +258,8 @@ public:
 
 private:
     friend handle;
+    friend struct detail::thread_cache_ops<Pool>;
+    using tc_ops = detail::thread_cache_ops<Pool>;
     using block_type = detail::block<memory_type, event_type>;
     using detail_list = boost::intrusive::list<
         block_type, boost::intrusive::member_hook<block_type, decltype(block_type::hook), &block_type::hook>,
@@ -395,6 +419,11 @@ private:
                 }
             }
         }
+        if constexpr (thread_cached) {
+            if (!pending && b->bucket != exact_bucket && !detail::shut_down()) {
+                if (auto* m = tc_ops::mine(*this)) return tc_ops::put(*this, *m, b, nbytes);
+            }
+        }
         auto& bucket = buckets_[b->bucket];
         auto& s = stripes_[stripe_of(b->bucket)];
         bool keep = false;
@@ -404,7 +433,7 @@ private:
             --bucket.in_use_count;
             s.bytes_in_use -= b->bucket_bytes;
             s.bytes_requested -= nbytes;
-            const std::size_t in_bucket = bucket.cached_count + bucket.pending_count;
+            const std::size_t in_bucket = bucket.cached_count + bucket.pending_count + magazine_slots(b->bucket);
             // After shutdown() nothing is cached: the buffer goes straight back.
             keep = !detail::shut_down() && idle_total_.try_reserve(b->bucket_bytes, [&](std::size_t idle_before) {
                 return limits_.admit(b->bucket_bytes, idle_before, in_bucket);
@@ -429,6 +458,12 @@ private:
         }
     }
 
+    // Slots the threads' magazines hold against the caps in this bucket.
+    std::size_t magazine_slots(std::size_t index) const noexcept {
+        if constexpr (thread_cached) return index < exact_bucket ? tc_.reserved[index] : 0;
+        else return 0;
+    }
+
     static void dispose(detail_list& doomed) noexcept {
         doomed.clear_and_dispose([](block_type* b) { delete b; });
     }
@@ -444,6 +479,8 @@ private:
     idle_counter idle_total_;  // cached + pending bytes, against the byte cap
     counter held_;        // bytes held from the driver
     counter peak_held_;
+    [[no_unique_address]] std::conditional_t<thread_cached, detail::thread_cache_state<exact_bucket>,
+                                             detail::no_thread_cache> tc_;
 };
 
 }  // namespace clpool

@@ -1,0 +1,266 @@
+// ThreadCached: per-thread magazines keep the pool's contract, its caps and its statistics.
+#include "pool_factory.hpp"
+
+#include <clpool/policies/thread_cached.hpp>
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <vector>
+
+using namespace clpool;
+using namespace clpool::test;
+
+namespace {
+
+using TCPool = MockPool<PowerOfTwoBuckets, DeviceLocal, Unlimited, ThreadCached<4>>;
+using TCStripedPool = MockPool<PowerOfTwoBuckets, DeviceLocal, Unlimited, ThreadCached<8, Striped<4>>>;
+using TCCappedPool = MockPool<FixedSetBuckets, DeviceLocal, Capped, ThreadCached<4>>;
+
+const Ledger& ledger_of(const auto& pool) { return pool.backend().ledger(); }
+
+// bytes_allocated is every byte held from the driver, split exactly three ways.
+void check_balanced(const PoolStats& s) {
+    CHECK(s.bytes_allocated == s.bytes_in_use + s.bytes_cached + s.bytes_pending);
+    CHECK(s.bytes_in_use >= s.bytes_requested);
+    std::uint64_t hits = 0, misses = 0;
+    std::size_t cached = 0, in_use = 0;
+    for (const auto& b : s.buckets) {
+        hits += b.hits;
+        misses += b.misses;
+        cached += b.cached_buffers * b.bucket_size;
+        in_use += b.in_use_buffers * b.bucket_size;
+    }
+    CHECK(hits == s.hits);
+    CHECK(misses == s.misses);
+    CHECK(cached == s.bytes_cached);
+    CHECK(in_use == s.bytes_in_use);
+}
+
+// A mailbox that hands handles to another thread, which releases them.
+template <class H>
+struct mailbox {
+    std::mutex m;
+    std::deque<std::pair<H, unsigned>> q;
+    void put(H h, unsigned seed) {
+        std::lock_guard g(m);
+        q.emplace_back(std::move(h), seed);
+    }
+    bool take(H& h, unsigned& seed) {
+        std::lock_guard g(m);
+        if (q.empty()) return false;
+        h = std::move(q.front().first);
+        seed = q.front().second;
+        q.pop_front();
+        return true;
+    }
+};
+
+// Threads allocate mixed sizes, write their own pattern, check it before
+// releasing; every third handle is released by the next thread instead.
+template <class P>
+void hammer(P& pool, int threads, int iterations, std::atomic<int>& corrupted) {
+    static constexpr std::size_t sizes[] = {1, 200, 1000, 4096, 5000, 65536, 100000};
+    std::vector<mailbox<typename P::handle>> boxes(static_cast<std::size_t>(threads));
+    std::vector<std::thread> ts;
+    for (int t = 0; t < threads; ++t) {
+        ts.emplace_back([&, t] {
+            std::minstd_rand rng(static_cast<unsigned>(t) + 1);
+            std::vector<std::pair<typename P::handle, unsigned>> held;
+            auto check_and_release = [&](typename P::handle& h, unsigned seed) {
+                if (read_bytes(h.buffer(), h.nbytes()) != pattern(h.nbytes(), seed)) ++corrupted;
+                h.release();
+            };
+            for (int i = 0; i < iterations; ++i) {
+                const std::size_t n = sizes[rng() % std::size(sizes)];
+                const unsigned seed = static_cast<unsigned>(t * 100000 + i);
+                auto h = pool.allocate(n);
+                write_bytes(h.buffer(), pattern(n, seed));
+                if (i % 3 == 0) {
+                    boxes[static_cast<std::size_t>((t + 1) % threads)].put(std::move(h), seed);
+                } else {
+                    held.emplace_back(std::move(h), seed);
+                }
+                typename P::handle foreign;
+                unsigned fseed = 0;
+                while (boxes[static_cast<std::size_t>(t)].take(foreign, fseed)) check_and_release(foreign, fseed);
+                if (!held.empty() && (held.size() > 6 || rng() % 2)) {
+                    auto& [victim, vseed] = held[rng() % held.size()];
+                    check_and_release(victim, vseed);
+                    std::erase_if(held, [](const auto& p) { return !p.first; });
+                }
+            }
+            for (auto& [h, seed] : held) check_and_release(h, seed);
+        });
+    }
+    for (auto& t : ts) t.join();
+    for (auto& b : boxes) {  // what was posted after its receiver finished
+        typename P::handle h;
+        unsigned seed = 0;
+        while (b.take(h, seed)) {
+            if (read_bytes(h.buffer(), h.nbytes()) != pattern(h.nbytes(), seed)) ++corrupted;
+            h.release();
+        }
+    }
+}
+
+}  // namespace
+
+TEST_CASE_TEMPLATE("thread-cached pools: a hit is the buffer just released, and stats say so", P, TCPool,
+                   TCStripedPool, TCCappedPool) {
+    auto pool = make_pool<P>();
+    const void* first = nullptr;
+    {
+        auto h = pool->allocate(3000);
+        first = identity(h.buffer());
+    }
+    auto s = pool->stats();
+    CHECK(s.misses == 1);
+    CHECK(s.bytes_cached == pool->bucket_size_for(3000));
+    CHECK(s.bytes_in_use == 0);
+    check_balanced(s);
+    for (int i = 0; i < 10; ++i) {
+        auto h = pool->allocate(3000);
+        CHECK(identity(h.buffer()) == first);
+        s = pool->stats();
+        CHECK(s.bytes_in_use == h.bucket_size());
+        CHECK(s.bytes_requested == 3000);
+        CHECK(s.bytes_cached == 0);
+        check_balanced(s);
+    }
+    s = pool->stats();
+    CHECK(s.hits == 10);
+    CHECK(s.misses == 1);
+    CHECK(ledger_of(*pool).live == 1);
+}
+
+TEST_CASE_TEMPLATE("thread-cached pools: many threads, every owner's bytes survive", P, TCPool, TCStripedPool,
+                   TCCappedPool) {
+    auto pool = make_pool<P>();
+    std::atomic<int> corrupted{0};
+    hammer(*pool, 8, 3000, corrupted);
+    CHECK(corrupted == 0);
+    // Every thread has exited: its magazine went back to the shared lists.
+    auto s = pool->stats();
+    check_balanced(s);
+    CHECK(s.bytes_in_use == 0);
+    CHECK(s.bytes_requested == 0);
+    CHECK(s.hits + s.misses == 8u * 3000u);
+    CHECK(ledger_of(*pool).live == static_cast<long>(s.bytes_allocated ? s.misses - s.driver_frees : 0));
+    pool->trim();
+    CHECK(pool->stats().bytes_allocated == 0);
+    CHECK(ledger_of(*pool).live == 0);
+}
+
+TEST_CASE("thread-cached pools: caps hold with magazines, in every snapshot") {
+    // 3 idle buffers per bucket and 256 KiB of idle bytes at most, across all threads' magazines.
+    const Capped caps{256 * 1024, 3};
+    auto pool = make_pool<TCCappedPool>(caps);
+    std::atomic<bool> done{false};
+    std::atomic<int> violations{0}, snapshots{0};
+    std::thread watcher([&] {
+        while (!done) {
+            const auto s = pool->stats();
+            ++snapshots;
+            if (s.bytes_cached + s.bytes_pending > caps.max_bytes) ++violations;
+            for (const auto& b : s.buckets)
+                if (b.cached_buffers + b.pending_buffers > caps.max_per_bucket) ++violations;
+            if (s.bytes_allocated != s.bytes_in_use + s.bytes_cached + s.bytes_pending) ++violations;
+        }
+    });
+    std::atomic<int> corrupted{0};
+    hammer(*pool, 6, 3000, corrupted);
+    done = true;
+    watcher.join();
+    CHECK(corrupted == 0);
+    CHECK(violations == 0);
+    CHECK(snapshots > 0);
+    const auto s = pool->stats();
+    CHECK(s.evictions > 0);  // the caps did bite
+    CHECK(s.bytes_cached <= caps.max_bytes);
+    check_balanced(s);
+    CHECK(ledger_of(*pool).live == static_cast<long>(s.bytes_allocated ? s.misses - s.driver_frees : 0));
+}
+
+TEST_CASE("thread-cached pools: trim reaches a live thread's magazine; thread exit returns it") {
+    auto pool = make_pool<TCPool>();
+    std::mutex m;
+    std::condition_variable cv;
+    int stage = 0;
+    const void* id = nullptr;
+    std::thread worker([&] {
+        {
+            auto h = pool->allocate(10000);
+            id = identity(h.buffer());
+        }  // into this thread's magazine
+        std::unique_lock l(m);
+        stage = 1;
+        cv.notify_all();
+        cv.wait(l, [&] { return stage == 2; });
+        auto h = pool->allocate(20000);  // refill after trim: a miss
+        h.release();
+    });
+    {
+        std::unique_lock l(m);
+        cv.wait(l, [&] { return stage == 1; });
+    }
+    auto s = pool->stats();
+    CHECK(s.bytes_cached == pool->bucket_size_for(10000));
+    CHECK(pool->trim() == pool->bucket_size_for(10000));
+    CHECK(ledger_of(*pool).live == 0);
+    CHECK(pool->stats().bytes_allocated == 0);
+    {
+        std::lock_guard l(m);
+        stage = 2;
+    }
+    cv.notify_all();
+    worker.join();
+    // The worker exited with a 32 KiB buffer in its magazine: it is in the shared lists now.
+    s = pool->stats();
+    CHECK(s.bytes_cached == pool->bucket_size_for(20000));
+    check_balanced(s);
+    auto h = pool->allocate(20000);
+    CHECK(pool->stats().hits == 1);  // this thread's hit on the buffer the worker left behind
+    CHECK(pool->stats().misses == 2);
+    CHECK(id != nullptr);
+}
+
+TEST_CASE("thread-cached pools: a pool destroyed before a thread that used it") {
+    auto ledger = std::make_shared<Ledger>();
+    auto pool = std::make_unique<TCPool>(MockBackend(ledger));
+    std::mutex m;
+    std::condition_variable cv;
+    int stage = 0;
+    std::thread worker([&] {
+        pool->allocate(5000).release();  // into the magazine
+        auto kept = pool->allocate(70000);
+        std::unique_lock l(m);
+        stage = 1;
+        cv.notify_all();
+        cv.wait(l, [&] { return stage == 2; });
+        kept.release();  // an orphan now: frees itself
+    });
+    {
+        std::unique_lock l(m);
+        cv.wait(l, [&] { return stage == 1; });
+    }
+    pool.reset();  // the magazine's buffer is freed with the pool; the thread still holds the magazine
+    CHECK(ledger->live == 1);
+    {
+        std::lock_guard l(m);
+        stage = 2;
+    }
+    cv.notify_all();
+    worker.join();
+    CHECK(ledger->live == 0);
+    // A new pool, possibly at the same address, gets fresh magazines.
+    auto again = std::make_unique<TCPool>(MockBackend(ledger));
+    again->allocate(5000).release();
+    CHECK(again->stats().misses == 1);
+    CHECK(again->stats().hits == 0);
+}
