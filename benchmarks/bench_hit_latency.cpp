@@ -1,0 +1,138 @@
+// Hit latency: allocate+release of a cached buffer, per alias and lock policy, against the raw driver.
+//
+// hit/<pool>/<bytes>: one allocate + release of a buffer the pool already
+//   caches (a hit pair). Time per iteration = ns per pair.
+// raw/create/<kind>/<bytes>: clCreateBuffer + clReleaseMemObject alone. Drivers
+//   allocate lazily, so this is misleadingly cheap: no memory exists yet.
+// raw/create_first_use/<kind>/<bytes>: clCreateBuffer, a first use that makes
+//   the driver allocate (device: migrate to the device and wait; pinned: map
+//   and unmap), then release: what a buffer really costs without a pool.
+#include "common/setup.hpp"
+
+#include <clpool/policies/thread_cached.hpp>
+
+#include <string>
+
+using namespace clpool;
+using namespace clpool::bench;
+
+namespace {
+
+template <class P>
+void hit_pair(benchmark::State& state) {
+    const auto n = static_cast<std::size_t>(state.range(0));
+    auto pool = make_pool<P>();
+    pool->allocate(n).release();  // the one miss; every timed call hits
+    for (auto _ : state) {
+        auto h = pool->allocate(n);
+        benchmark::DoNotOptimize(h);
+        h.release();
+    }
+    const auto s = pool->stats();
+    if (s.misses != 1) state.SkipWithError("a timed allocation missed the cache");
+    state.SetItemsProcessed(state.iterations());
+}
+
+template <class P>
+void add_hit(const std::string& name) {
+    benchmark::RegisterBenchmark(("hit/" + name).c_str(), hit_pair<P>)->Apply(size_args)->Unit(benchmark::kNanosecond);
+}
+
+
+#ifdef CLPOOL_HAS_OPENCL
+enum class raw_kind { device, pinned };
+
+cl_mem raw_create(std::size_t n, raw_kind kind) {
+    cl_int err = CL_SUCCESS;
+    const cl_mem_flags flags = CL_MEM_READ_WRITE | (kind == raw_kind::pinned ? CL_MEM_ALLOC_HOST_PTR : 0);
+    cl_mem m = clCreateBuffer(Device::get().context(), flags, n, nullptr, &err);
+    opencl::check(err, "clCreateBuffer");
+    return m;
+}
+
+void raw_first_use(cl_mem m, std::size_t n, raw_kind kind) {
+    cl_command_queue q = Device::get().queue();
+    cl_int err = CL_SUCCESS;
+    if (kind == raw_kind::device) {
+        cl_event e = nullptr;
+        opencl::check(clEnqueueMigrateMemObjects(q, 1, &m, CL_MIGRATE_MEM_OBJECT_CONTENT_UNDEFINED, 0, nullptr, &e),
+                      "clEnqueueMigrateMemObjects");
+        opencl::check(clWaitForEvents(1, &e), "clWaitForEvents");
+        clReleaseEvent(e);
+    } else {
+        void* p = clEnqueueMapBuffer(q, m, CL_TRUE, CL_MAP_WRITE_INVALIDATE_REGION, 0, n, 0, nullptr, nullptr, &err);
+        opencl::check(err, "clEnqueueMapBuffer");
+        opencl::check(clEnqueueUnmapMemObject(q, m, p, 0, nullptr, nullptr), "clEnqueueUnmapMemObject");
+        opencl::check(clFinish(q), "clFinish");
+    }
+}
+
+void raw_create_only(benchmark::State& state, raw_kind kind) {
+    const auto n = static_cast<std::size_t>(state.range(0));
+    for (auto _ : state) {
+        cl_mem m = raw_create(n, kind);
+        benchmark::DoNotOptimize(m);
+        clReleaseMemObject(m);
+    }
+    state.SetItemsProcessed(state.iterations());
+}
+
+void raw_create_first_use(benchmark::State& state, raw_kind kind) {
+    const auto n = static_cast<std::size_t>(state.range(0));
+    for (auto _ : state) {
+        cl_mem m = raw_create(n, kind);
+        raw_first_use(m, n, kind);
+        clReleaseMemObject(m);
+    }
+    clFinish(Device::get().queue());
+    state.SetItemsProcessed(state.iterations());
+}
+#endif
+
+void register_all() {
+    // Every lock policy on one configuration (power-of-two buckets, keep everything).
+#ifdef CLPOOL_HAS_OPENCL
+    using Bk = OpenCLBackend;
+    const std::string bk = "opencl";
+#else
+    using Bk = HostBackend;
+    const std::string bk = "host";
+#endif
+    add_hit<Pool<PowerOfTwoBuckets, DeviceLocal, Unlimited, NoLock, Bk>>("NoLock/" + bk);
+    add_hit<Pool<PowerOfTwoBuckets, DeviceLocal, Unlimited, SingleMutex, Bk>>("SingleMutex/" + bk);
+    add_hit<Pool<PowerOfTwoBuckets, DeviceLocal, Unlimited, Striped<16>, Bk>>("Striped16/" + bk);
+    add_hit<Pool<PowerOfTwoBuckets, DeviceLocal, Unlimited, ThreadCached<>, Bk>>("ThreadCached/" + bk);
+    // Every alias.
+#ifdef CLPOOL_HAS_OPENCL
+    add_hit<BufferPool>("BufferPool/opencl");
+    add_hit<PinnedBufferPool>("PinnedBufferPool/opencl");
+    add_hit<PersistentBufferPool>("PersistentBufferPool/opencl");
+#endif
+    add_hit<host::BufferPool>("BufferPool/host");
+    add_hit<host::PinnedBufferPool>("PinnedBufferPool/host");
+    add_hit<host::PersistentBufferPool>("PersistentBufferPool/host");
+#ifdef CLPOOL_HAS_OPENCL
+    for (auto [kind, name] : {std::pair{raw_kind::device, "device"}, std::pair{raw_kind::pinned, "pinned"}}) {
+        const auto k = kind;
+        benchmark::RegisterBenchmark((std::string("raw/create/") + name).c_str(),
+                                     [k](benchmark::State& s) { raw_create_only(s, k); })
+            ->Apply(size_args)
+            ->Unit(benchmark::kNanosecond);
+        benchmark::RegisterBenchmark((std::string("raw/create_first_use/") + name).c_str(),
+                                     [k](benchmark::State& s) { raw_create_first_use(s, k); })
+            ->Apply(size_args)
+            ->Unit(benchmark::kMicrosecond);
+    }
+#endif
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    describe_context();
+    register_all();
+    benchmark::Initialize(&argc, argv);
+    if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+    benchmark::RunSpecifiedBenchmarks();
+    benchmark::Shutdown();
+}

@@ -1,0 +1,109 @@
+// Memory: bytes requested vs bytes held for realistic size mixes, per bucket scheme.
+//
+// memory/<scheme>/<mix>: allocates every size of the mix at once (the live
+// working set), then releases them all. Counters (not timings are the point):
+//   requested      bytes asked for by the live handles
+//   held           bytes of the buffers handed out (bucket rounding included)
+//   waste_pct      (held - requested) / requested, in percent
+//   cached_after   bytes the pool still holds once the churn phase is over
+//   peak_ratio     peak bytes held from the driver / peak bytes requested,
+//                  over a churn of random allocate/release (working set of 64)
+// The pool runs on a backend that allocates nothing, so the mixes can reach
+// gigabytes on any machine.
+#include "common/phantom_backend.hpp"
+#include "common/setup.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace clpool;
+using namespace clpool::bench;
+
+namespace {
+
+// float32 activations and weights of a transformer block and a small CNN:
+// batch 8, sequence 512, width 768/3072, heads 12; images 224x224 and below.
+std::vector<std::size_t> tensor_mix() {
+    std::vector<std::size_t> out;
+    const std::size_t f = 4;
+    for (std::size_t layer = 0; layer < 6; ++layer) {
+        out.push_back(8 * 512 * 768 * f);        // hidden states
+        out.push_back(8 * 512 * 3072 * f);       // MLP activations
+        out.push_back(8 * 12 * 512 * 512 * f);   // attention scores
+        out.push_back(768 * 768 * f);            // projection weights
+        out.push_back(768 * 3072 * f);           // MLP weights
+        out.push_back(3072 * f);                 // biases
+        out.push_back(768 * f);
+    }
+    for (std::size_t c : {64, 128, 256, 512}) {
+        const std::size_t hw = 224 * 64 / c;
+        out.push_back(8 * c * hw * hw * f);  // feature maps
+        out.push_back(c * c * 9 * f);        // 3x3 kernels
+        out.push_back(c * f);
+    }
+    for (std::size_t n : {1, 7, 100, 1000, 12345}) out.push_back(n * f);  // scalars, small tables
+    return out;
+}
+
+// 400 sizes drawn log-uniformly between 1 KiB and 64 MiB (fixed seed).
+std::vector<std::size_t> loguniform_mix() {
+    std::mt19937_64 rng(42);
+    std::uniform_real_distribution<double> e(10.0, 26.0);
+    std::vector<std::size_t> out;
+    for (int i = 0; i < 400; ++i) out.push_back(static_cast<std::size_t>(std::exp2(e(rng))));
+    return out;
+}
+
+template <class Buckets>
+void memory(benchmark::State& state, std::vector<std::size_t> (*make_mix)()) {
+    using P = Pool<Buckets, DeviceLocal, Unlimited, SingleMutex, PhantomBackend>;
+    const auto sizes = make_mix();
+    P pool{PhantomBackend{}};
+    std::size_t requested = 0, held = 0;
+    for (auto _ : state) {
+        std::vector<typename P::handle> live;
+        live.reserve(sizes.size());
+        for (auto n : sizes) live.push_back(pool.allocate(n));
+        const auto s = pool.stats();
+        requested = s.bytes_requested;
+        held = s.bytes_in_use;
+    }
+    // Churn: a working set of 64 handles, a random one replaced by a random size each step.
+    P churn{PhantomBackend{}};
+    std::mt19937_64 rng(7);
+    std::vector<typename P::handle> ws(64);
+    std::size_t live_requested = 0, peak_requested = 0;
+    for (int step = 0; step < 20000; ++step) {
+        auto& h = ws[rng() % ws.size()];
+        live_requested -= h.nbytes();
+        h = churn.allocate(sizes[rng() % sizes.size()]);
+        live_requested += h.nbytes();
+        peak_requested = std::max(peak_requested, live_requested);
+    }
+    ws.clear();
+    const auto cs = churn.stats();
+    state.counters["requested"] = static_cast<double>(requested);
+    state.counters["held"] = static_cast<double>(held);
+    state.counters["waste_pct"] = 100.0 * static_cast<double>(held - requested) / static_cast<double>(requested);
+    state.counters["cached_after"] = static_cast<double>(cs.bytes_cached);
+    state.counters["peak_ratio"] =
+        static_cast<double>(cs.peak_bytes_allocated) / static_cast<double>(peak_requested);
+    state.counters["churn_hit_rate"] = cs.hit_rate();
+    state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(sizes.size()));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    benchmark::RegisterBenchmark("memory/PowerOfTwo/tensors", memory<PowerOfTwoBuckets>, tensor_mix);
+    benchmark::RegisterBenchmark("memory/FixedSet/tensors", memory<FixedSetBuckets>, tensor_mix);
+    benchmark::RegisterBenchmark("memory/PowerOfTwo/loguniform", memory<PowerOfTwoBuckets>, loguniform_mix);
+    benchmark::RegisterBenchmark("memory/FixedSet/loguniform", memory<FixedSetBuckets>, loguniform_mix);
+    benchmark::Initialize(&argc, argv);
+    if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+    benchmark::RunSpecifiedBenchmarks();
+    benchmark::Shutdown();
+}

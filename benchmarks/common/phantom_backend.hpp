@@ -1,0 +1,30 @@
+// PhantomBackend: a backend that hands out sizes, not memory, for bookkeeping-only benchmarks.
+#pragma once
+
+#include <clpool/backend.hpp>
+
+#include <cstddef>
+#include <limits>
+
+namespace clpool::bench {
+
+// Stands for a buffer of `size` bytes that was never allocated: lets a
+// benchmark hold gigabytes of "buffers" to measure rounding waste, or time
+// the pool's bookkeeping with no driver in the way. Thread-safe.
+struct PhantomMemory {
+    std::size_t size = 0;
+};
+
+struct PhantomBackend {
+    using memory_type = PhantomMemory;
+    std::size_t max_alloc_size() const noexcept { return std::numeric_limits<std::size_t>::max() / 4; }
+    bool unified_memory() const noexcept { return true; }
+    const char* name() const noexcept { return "phantom"; }
+    allocation<PhantomMemory> allocate(std::size_t n, memory_kind) noexcept {
+        return {PhantomMemory{n}, alloc_status::ok, 0};
+    }
+};
+
+static_assert(Backend<PhantomBackend>);
+
+}  // namespace clpool::bench
