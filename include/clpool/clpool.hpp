@@ -21,3 +21,8 @@
 #include <clpool/opencl.hpp>
 #include <clpool/registry.hpp>
 #endif
+
+// Devices and the process lifecycle (with or without OpenCL).
+#include <clpool/device.hpp>
+#include <clpool/host_registry.hpp>
+#include <clpool/lifecycle.hpp>
