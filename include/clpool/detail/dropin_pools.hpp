@@ -1,0 +1,115 @@
+// The drop-in buffer's pools: one per (context, flags), never destroyed, handing out sub-buffers.
+#pragma once
+
+#include <clpool/opencl.hpp>
+
+#include <bit>
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <utility>
+
+namespace clpool::detail {
+
+// Keep everything: a buffer comes back from a driver callback, where a cap's
+// eviction (a clReleaseMemObject) has no business running.
+using dropin_pool = Pool<PowerOfTwoBuckets, DeviceLocal, Unlimited, SingleMutex, OpenCLBackend>;
+
+// What the application gets is a sub-buffer (origin 0, the size it asked
+// for) of a pooled bucket. The bucket goes back to its pool from the
+// sub-buffer's destructor callback: the driver runs it once every reference
+// (the application's copies) is gone. CL_MEM_SIZE is the asked size.
+class dropin_pools {
+public:
+    // The process-wide set. Never destroyed: no OpenCL call at exit.
+    static dropin_pools& instance() {
+        static auto* p = new dropin_pools;
+        return *p;
+    }
+
+    // True where the pool can stand in for clCreateBuffer without changing
+    // what the application sees: other flags, size 0 and invalid arguments go
+    // to the driver, which answers them as it always does.
+    static bool poolable(cl_mem_flags flags, std::size_t size, const void* host_ptr) noexcept {
+        constexpr cl_mem_flags access = CL_MEM_READ_WRITE | CL_MEM_WRITE_ONLY | CL_MEM_READ_ONLY;
+        constexpr cl_mem_flags host = CL_MEM_HOST_WRITE_ONLY | CL_MEM_HOST_READ_ONLY | CL_MEM_HOST_NO_ACCESS;
+        if (size == 0 || (flags & ~(access | host | CL_MEM_ALLOC_HOST_PTR | CL_MEM_COPY_HOST_PTR)) != 0) return false;
+        if (std::popcount(flags & access) > 1 || std::popcount(flags & host) > 1) return false;
+        if (flags & CL_MEM_COPY_HOST_PTR) return host_ptr != nullptr && (flags & host) == 0;  // written by a command
+        return host_ptr == nullptr;
+    }
+
+    // A pooled buffer of `size` bytes (data copied from host_ptr with
+    // CL_MEM_COPY_HOST_PTR), with one reference for the caller; nullptr when
+    // the pool cannot serve the call (the caller asks the driver instead).
+    // Never throws. Cost: a hit is a pool pop and a clCreateSubBuffer.
+    cl_mem create(cl_context ctx, cl_mem_flags flags, std::size_t size, void* host_ptr) noexcept {
+        if (!poolable(flags, size, host_ptr)) return nullptr;
+        try {
+            auto [pool, writer] = slot(ctx, flags & ~CL_MEM_COPY_HOST_PTR);
+            auto held = std::make_unique<dropin_pool::handle>(pool->allocate(size));
+            const cl_buffer_region region{0, size};
+            cl_int err = CL_SUCCESS;
+            cl_mem sub = clCreateSubBuffer(held->buffer()(), 0, CL_BUFFER_CREATE_TYPE_REGION, &region, &err);
+            if (!sub) return nullptr;
+            if (clSetMemObjectDestructorCallback(sub, &give_back, held.get()) != CL_SUCCESS) {
+                clReleaseMemObject(sub);
+                return nullptr;
+            }
+            held.release();  // the callback owns it now
+            if (flags & CL_MEM_COPY_HOST_PTR) {
+                err = clEnqueueWriteBuffer(writer, sub, CL_TRUE, 0, size, host_ptr, 0, nullptr, nullptr);
+                if (err != CL_SUCCESS) {
+                    clReleaseMemObject(sub);
+                    return nullptr;
+                }
+            }
+            return sub;
+        } catch (...) {
+            return nullptr;
+        }
+    }
+
+    // The pool for (ctx, flags), or nullptr if none was made yet. Thread-safe.
+    dropin_pool* find(cl_context ctx, cl_mem_flags flags) {
+        std::lock_guard lock(mutex_);
+        auto c = contexts_.find(ctx);
+        if (c == contexts_.end()) return nullptr;
+        auto p = c->second.pools.find(flags);
+        return p == c->second.pools.end() ? nullptr : p->second.get();
+    }
+
+private:
+    struct per_context {
+        cl::Context context;
+        cl_device_id device = nullptr;
+        cl::CommandQueue writer;  // for CL_MEM_COPY_HOST_PTR data
+        std::map<cl_mem_flags, std::unique_ptr<dropin_pool>> pools;
+    };
+
+    static void CL_CALLBACK give_back(cl_mem, void* held) noexcept {
+        delete static_cast<dropin_pool::handle*>(held);  // the bucket goes back to its pool
+    }
+
+    std::pair<dropin_pool*, cl_command_queue> slot(cl_context ctx, cl_mem_flags key) {
+        std::lock_guard lock(mutex_);
+        auto& c = contexts_[ctx];
+        if (!c.device) {
+            c.context = cl::Context(ctx, true);
+            c.device = opencl::context_devices(ctx)[0];
+            cl_int err = CL_SUCCESS;
+            cl_command_queue q = clCreateCommandQueue(ctx, c.device, 0, &err);
+            opencl::check(err, "clCreateCommandQueue");
+            c.writer = cl::CommandQueue(q, false);
+        }
+        auto& p = c.pools[key];
+        if (!p) p = std::make_unique<dropin_pool>(OpenCLBackend(c.context, c.device, key));
+        return {p.get(), c.writer()};
+    }
+
+    std::mutex mutex_;
+    std::map<cl_context, per_context> contexts_;
+};
+
+}  // namespace clpool::detail

@@ -1,0 +1,25 @@
+/* clpool_create_buffer / clpool_release_buffer: pooled clCreateBuffer / clReleaseMemObject for C (docs/DROPIN.md). */
+#ifndef CLPOOL_DROPIN_C_H
+#define CLPOOL_DROPIN_C_H
+
+#include <CL/cl.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* As clCreateBuffer, but the memory comes from clpool's pool for (context, flags);
+ * CL_MEM_USE_HOST_PTR and invalid arguments go to the driver unchanged. Thread-safe.
+ * Defined by one C++ file that includes <clpool/dropin.hpp> after
+ * #define CLPOOL_DROPIN_IMPLEMENTATION. */
+cl_mem clpool_create_buffer(cl_context context, cl_mem_flags flags, size_t size, void* host_ptr, cl_int* errcode_ret);
+
+/* As clReleaseMemObject; a pooled buffer goes back to its pool once the driver deletes it
+ * (no reference left, no command using it). */
+cl_int clpool_release_buffer(cl_mem buffer);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

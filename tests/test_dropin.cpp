@@ -1,0 +1,184 @@
+// clpool::Buffer and the C pair: pooled where cl::Buffer stands, returned when the driver deletes it.
+#define CLPOOL_DROPIN_IMPLEMENTATION
+#include <clpool/dropin.hpp>
+
+#include "opencl_env.hpp"
+
+#include <doctest/doctest.h>
+
+#include <array>
+#include <chrono>
+#include <cstring>
+#include <numeric>
+#include <thread>
+#include <vector>
+
+using namespace clpool;
+using clpool::test::OpenCLEnv;
+
+namespace {
+
+// Each test case uses its own context, so pools and counts start empty.
+struct Fresh {
+    OpenCLEnv& env = OpenCLEnv::get();
+    cl::Context context;
+    cl::CommandQueue queue;
+    Fresh() {
+        cl_int err = CL_SUCCESS;
+        cl_device_id d = env.device();
+        context = cl::Context(clCreateContext(nullptr, 1, &d, nullptr, nullptr, &err), false);
+        REQUIRE(err == CL_SUCCESS);
+        queue = cl::CommandQueue(clCreateCommandQueue(context(), d, 0, &err), false);
+        REQUIRE(err == CL_SUCCESS);
+    }
+    PoolStats stats(cl_mem_flags flags = CL_MEM_READ_WRITE) const {
+        auto s = dropin_stats(context, flags);
+        REQUIRE(s.has_value());
+        return *s;
+    }
+    // The bucket comes back from a driver callback: give the driver a moment.
+    bool wait_cached(std::size_t bytes, cl_mem_flags flags = CL_MEM_READ_WRITE) const {
+        for (int i = 0; i < 200; ++i) {
+            if (stats(flags).bytes_cached >= bytes) return true;
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
+        return false;
+    }
+};
+
+std::size_t mem_size(const cl::Buffer& b) { return b.getInfo<CL_MEM_SIZE>(); }
+
+}  // namespace
+
+TEST_CASE("clpool::Buffer stands where cl::Buffer stands: setArg, enqueue, CL_MEM_SIZE") {
+    Fresh f;
+    cl_int err = CL_SUCCESS;
+    clpool::Buffer buf(f.context, CL_MEM_READ_WRITE, 1000 * sizeof(int), nullptr, &err);
+    REQUIRE(err == CL_SUCCESS);
+    CHECK(mem_size(buf) == 1000 * sizeof(int));  // the size asked for, not the 4 KiB bucket
+
+    cl::Program program(f.context, "__kernel void iota(__global int* out) { int i = get_global_id(0); out[i] = 3 * i; }");
+    REQUIRE(program.build() == CL_SUCCESS);
+    cl::Kernel kernel(program, "iota");
+    REQUIRE(kernel.setArg(0, buf) == CL_SUCCESS);
+    REQUIRE(f.queue.enqueueNDRangeKernel(kernel, cl::NullRange, cl::NDRange(1000)) == CL_SUCCESS);
+    std::vector<int> out(1000, -1);
+    REQUIRE(f.queue.enqueueReadBuffer(buf, CL_TRUE, 0, out.size() * sizeof(int), out.data()) == CL_SUCCESS);
+    CHECK(out[0] == 0);
+    CHECK(out[999] == 2997);
+    // The driver enforces the asked size.
+    CHECK(f.queue.enqueueReadBuffer(buf, CL_TRUE, 3996, 8, out.data()) == CL_INVALID_VALUE);
+
+    const auto s = f.stats();
+    CHECK(s.misses == 1);
+    CHECK(s.bytes_in_use == 4096);
+    CHECK(s.bytes_requested == 4000);
+}
+
+TEST_CASE("a destroyed clpool::Buffer goes back to its pool and the next one of the bucket is a hit") {
+    Fresh f;
+    { clpool::Buffer a(f.context, CL_MEM_READ_WRITE, 3000); }
+    REQUIRE(f.wait_cached(4096));
+    clpool::Buffer b(f.context, CL_MEM_READ_WRITE, 2500);
+    CHECK(mem_size(b) == 2500);
+    const auto s = f.stats();
+    CHECK(s.hits == 1);
+    CHECK(s.misses == 1);
+    CHECK(s.bytes_cached == 0);
+}
+
+TEST_CASE("copies share the buffer: it returns only when the last copy, sliced ones too, is gone") {
+    Fresh f;
+    cl::Buffer sliced;
+    {
+        clpool::Buffer a(f.context, CL_MEM_READ_WRITE, 5000);
+        clpool::Buffer copy = a;
+        sliced = a;  // a plain cl::Buffer now shares it
+        CHECK(copy() == a());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    CHECK(f.stats().bytes_cached == 0);  // still referenced by `sliced`
+    CHECK(f.stats().bytes_in_use == 8192);
+    sliced = cl::Buffer();
+    CHECK(f.wait_cached(8192));
+}
+
+TEST_CASE("reuse is ordered on one in-order queue: a queued write lands before the next owner reads") {
+    // PoCL runs the destructor callback while a command still waits to use the
+    // buffer, so the bucket comes back early; an in-order queue still orders
+    // the old owner's commands before the new owner's (docs/DROPIN.md).
+    Fresh f;
+    cl_int err = CL_SUCCESS;
+    cl::UserEvent gate(f.context, &err);
+    REQUIRE(err == CL_SUCCESS);
+    std::vector<unsigned char> pattern(8192, 0x5a);
+    {
+        clpool::Buffer a(f.context, CL_MEM_READ_WRITE, 8192);
+        std::vector<cl::Event> wait{gate};
+        REQUIRE(f.queue.enqueueWriteBuffer(a, CL_FALSE, 0, pattern.size(), pattern.data(), &wait) == CL_SUCCESS);
+        f.queue.flush();
+    }
+    REQUIRE(f.wait_cached(8192));
+    clpool::Buffer b(f.context, CL_MEM_READ_WRITE, 8192);
+    CHECK(f.stats().hits == 1);  // the same bucket
+    std::vector<unsigned char> back(8192, 0);
+    cl::Event read_done;
+    REQUIRE(f.queue.enqueueReadBuffer(b, CL_FALSE, 0, back.size(), back.data(), nullptr, &read_done) == CL_SUCCESS);
+    REQUIRE(gate.setStatus(CL_COMPLETE) == CL_SUCCESS);
+    REQUIRE(read_done.wait() == CL_SUCCESS);
+    CHECK(back == pattern);  // the read ran after the old owner's write
+}
+
+TEST_CASE("CL_MEM_COPY_HOST_PTR is pooled with the data written; CL_MEM_USE_HOST_PTR passes through") {
+    Fresh f;
+    std::vector<unsigned char> data(6000);
+    std::iota(data.begin(), data.end(), static_cast<unsigned char>(1));
+    for (int round = 0; round < 2; ++round) {  // a miss, then a hit on the same bucket: fresh data both times
+        for (auto& x : data) x = static_cast<unsigned char>(x + 17);
+        clpool::Buffer b(f.context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, data.size(), data.data());
+        std::vector<unsigned char> back(data.size());
+        REQUIRE(f.queue.enqueueReadBuffer(b, CL_TRUE, 0, back.size(), back.data()) == CL_SUCCESS);
+        CHECK(back == data);
+        CHECK(mem_size(b) == data.size());
+    }
+    REQUIRE(f.wait_cached(8192, CL_MEM_READ_ONLY));
+    CHECK(f.stats(CL_MEM_READ_ONLY).hits == 1);
+    CHECK(f.stats(CL_MEM_READ_ONLY).misses == 1);
+    CHECK_FALSE(dropin_stats(f.context, CL_MEM_READ_WRITE).has_value());  // per flags: no RW pool was made
+
+    std::array<char, 4096> host{};
+    clpool::Buffer u(f.context, CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR, host.size(), host.data());
+    CHECK(u.getInfo<CL_MEM_HOST_PTR>() == host.data());
+    CHECK_FALSE(dropin_stats(f.context, CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR).has_value());
+}
+
+TEST_CASE("invalid arguments get the driver's own errors") {
+    Fresh f;
+    cl_int err = CL_SUCCESS;
+    clpool::Buffer zero(f.context, CL_MEM_READ_WRITE, 0, nullptr, &err);
+    CHECK(err == CL_INVALID_BUFFER_SIZE);
+    CHECK(zero() == nullptr);
+    clpool::Buffer both(f.context, CL_MEM_READ_ONLY | CL_MEM_WRITE_ONLY, 64, nullptr, &err);
+    CHECK(err == CL_INVALID_VALUE);
+    clpool::Buffer no_ptr(f.context, CL_MEM_COPY_HOST_PTR, 64, nullptr, &err);
+    CHECK(err == CL_INVALID_HOST_PTR);
+}
+
+TEST_CASE("the C pair creates through the pools and releases back to them") {
+    Fresh f;
+    cl_int err = CL_INVALID_VALUE;
+    cl_mem m = clpool_create_buffer(f.context(), CL_MEM_WRITE_ONLY, 10000, nullptr, &err);
+    REQUIRE(err == CL_SUCCESS);
+    REQUIRE(m != nullptr);
+    std::size_t size = 0;
+    REQUIRE(clGetMemObjectInfo(m, CL_MEM_SIZE, sizeof size, &size, nullptr) == CL_SUCCESS);
+    CHECK(size == 10000);
+    CHECK(clpool_release_buffer(m) == CL_SUCCESS);
+    REQUIRE(f.wait_cached(16384, CL_MEM_WRITE_ONLY));
+    m = clpool_create_buffer(f.context(), CL_MEM_WRITE_ONLY, 9000, nullptr, &err);
+    REQUIRE(err == CL_SUCCESS);
+    CHECK(f.stats(CL_MEM_WRITE_ONLY).hits == 1);
+    CHECK(clpool_release_buffer(m) == CL_SUCCESS);
+    CHECK(clpool_create_buffer(f.context(), CL_MEM_READ_WRITE, 0, nullptr, &err) == nullptr);
+    CHECK(err == CL_INVALID_BUFFER_SIZE);
+}
