@@ -20,3 +20,17 @@ foreach(mode preload layer)
   add_test(NAME interpose_report_trace.${mode}
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/tests/report_and_trace.sh $<TARGET_FILE:interpose_semantics> ${_lib} ${mode})
 endforeach()
+
+# Out of memory: a test layer below makes the driver fail past 4 MiB of live buffers.
+find_package(Threads REQUIRED)
+add_library(clpool_fake_oom_layer MODULE ${CMAKE_CURRENT_SOURCE_DIR}/tests/fake_oom_layer.c)
+target_link_libraries(clpool_fake_oom_layer PRIVATE OpenCL::OpenCL Threads::Threads)
+add_executable(interpose_oom ${CMAKE_CURRENT_SOURCE_DIR}/tests/interpose_oom.c)
+target_link_libraries(interpose_oom PRIVATE OpenCL::OpenCL)
+add_dependencies(interpose_oom clpool_interpose clpool_fake_oom_layer)
+set(_fake $<TARGET_FILE:clpool_fake_oom_layer>)
+add_test(NAME interpose_oom.plain COMMAND interpose_oom)
+set_tests_properties(interpose_oom.plain PROPERTIES ENVIRONMENT "OPENCL_LAYERS=${_fake};FAKE_OOM_BYTES=4194304")
+add_test(NAME interpose_oom.preload COMMAND interpose_oom)
+set_tests_properties(interpose_oom.preload PROPERTIES
+  ENVIRONMENT "LD_PRELOAD=${_lib};CLPOOL_INTERPOSER=${_lib};OPENCL_LAYERS=${_fake};FAKE_OOM_BYTES=4194304")
