@@ -17,6 +17,12 @@ struct shape_attachment {
     std::uint64_t key = 0;
 };
 
+// A process-wide unique key for a maker of attachments (never 0).
+inline std::uint64_t next_attachment_key() noexcept {
+    static std::atomic<std::uint64_t> n{0};
+    return n.fetch_add(1, std::memory_order_relaxed) + 1;
+}
+
 // One block per interned shape: this header, then `words` int64 values (the
 // canonical buffer, docs/SHAPES.md has the layout). The block is immutable
 // after construction except for refs, owner and the attachment list.

@@ -1,0 +1,165 @@
+// ShapeMirror on the test OpenCL device (PoCL in CI): contents, one upload, a kernel reads it, back to the pool.
+#include "opencl_env.hpp"
+
+#include <clpool/clpool.hpp>
+#include <clpool/shape_trie.hpp>
+
+#include <doctest/doctest.h>
+
+#ifdef CLPOOL_HAS_OPENCL
+#include <clpool/shape_mirror.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <set>
+#include <thread>
+#include <vector>
+
+using namespace clpool;
+using i64 = std::int64_t;
+
+namespace {
+
+std::vector<i64> read_back(const cl::Buffer& b, std::size_t words) {
+    std::vector<i64> out(words, -7);
+    const cl_int err = clEnqueueReadBuffer(test::OpenCLEnv::get().queue(), b(), CL_TRUE, 0, words * sizeof(i64),
+                                           out.data(), 0, nullptr, nullptr);
+    REQUIRE(err == CL_SUCCESS);
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("the device mirror holds the canonical words, uploaded once, and goes back to the pool") {
+    auto& env = test::OpenCLEnv::get();
+    BufferPool pool(env.context);
+    ShapeTrie trie;
+    ShapeMirror mirror(pool, env.queue);
+    {
+        Shape a = trie.intern({2, 3, 4}, element_type::f32);
+        const i64 ext[] = {5, 7}, str[] = {1, 5};
+        Shape b = trie.intern(ext, str, element_type::i64, order::f);
+
+        const cl::Buffer& da = mirror.buffer(a);
+        CHECK(read_back(da, a.words().size()) == std::vector<i64>(a.words().begin(), a.words().end()));
+        const cl::Buffer& db = mirror.buffer(b);
+        CHECK(read_back(db, b.words().size()) == std::vector<i64>(b.words().begin(), b.words().end()));
+        CHECK(da() != db());
+        CHECK(mirror.uploads() == 2);
+
+        // Again, and through another handle to the same shape: the same buffer, no upload.
+        Shape a2 = trie.intern({2, 3, 4}, element_type::f32);
+        CHECK(mirror.buffer(a2)() == da());
+        CHECK(&mirror.buffer(a) == &da);
+        CHECK(mirror.uploads() == 2);
+        CHECK(pool.stats().bytes_in_use >= a.size_bytes() + b.size_bytes());
+
+        // A second mirror (as for another device) has its own copy on the same entry.
+        BufferPool pool2(env.context);
+        ShapeMirror mirror2(pool2, env.queue);
+        const cl::Buffer& other = mirror2.buffer(a);
+        CHECK(other() != da());
+        CHECK(read_back(other, a.words().size()) == read_back(da, a.words().size()));
+        CHECK(mirror.buffer(a)() == da());
+        // pool2 dies first: its buffer is an orphan freed with the shape.
+    }
+    // Both shapes are gone: their buffers went back to the pool.
+    const auto st = pool.stats();
+    CHECK(trie.size() == 0);
+    CHECK(st.bytes_in_use == 0);
+    CHECK(st.bytes_cached > 0);
+    CHECK_THROWS_AS((void)mirror.buffer(Shape()), usage_error);
+
+    // The cached buffer is reused by the next shape's upload, with its own contents.
+    Shape c = trie.intern({9}, element_type::u8);
+    const cl::Buffer& dc = mirror.buffer(c);
+    CHECK(pool.stats().hits >= 1);
+    CHECK(read_back(dc, c.words().size()) == std::vector<i64>(c.words().begin(), c.words().end()));
+}
+
+TEST_CASE("a kernel reads the mirrored shape with no upload per launch") {
+    auto& env = test::OpenCLEnv::get();
+    BufferPool pool(env.context);
+    ShapeTrie trie;
+    ShapeMirror mirror(pool, env.queue);
+    const char* source = R"CL(
+        __kernel void shape_probe(__global const long* shape, __global long* out) {
+            const long r = shape[0];
+            long n = 1;
+            for (long i = 0; i < r; ++i) n *= shape[1 + i];
+            out[0] = r;
+            out[1] = n;                   // recomputed from the extents
+            out[2] = shape[1 + r];        // first stride
+            out[3] = shape[2 * r + 1];    // element type code
+            out[4] = shape[2 * r + 2];    // order code
+            out[5] = shape[2 * r + 3];    // stored element count
+        })CL";
+    cl_int err = CL_SUCCESS;
+    cl_program program = clCreateProgramWithSource(env.context(), 1, &source, nullptr, &err);
+    REQUIRE(err == CL_SUCCESS);
+    cl_device_id dev = env.device();
+    err = clBuildProgram(program, 1, &dev, "", nullptr, nullptr);
+    REQUIRE(err == CL_SUCCESS);
+    cl_kernel kernel = clCreateKernel(program, "shape_probe", &err);
+    REQUIRE(err == CL_SUCCESS);
+    cl_mem out = clCreateBuffer(env.context(), CL_MEM_WRITE_ONLY, 6 * sizeof(i64), nullptr, &err);
+    REQUIRE(err == CL_SUCCESS);
+
+    Shape held = trie.intern({2, 3, 4}, element_type::bf16);  // lives across both of its launches
+    for (const auto& ext : std::vector<std::vector<i64>>{{2, 3, 4}, {7}, {1, 2, 3, 4, 5, 6}, {2, 3, 4}}) {
+        Shape s = trie.intern(ext, element_type::bf16, order::c);
+        cl_mem shape_mem = mirror.buffer(s)();
+        REQUIRE(clSetKernelArg(kernel, 0, sizeof(cl_mem), &shape_mem) == CL_SUCCESS);
+        REQUIRE(clSetKernelArg(kernel, 1, sizeof(cl_mem), &out) == CL_SUCCESS);
+        const std::size_t one = 1;
+        REQUIRE(clEnqueueNDRangeKernel(env.queue(), kernel, 1, nullptr, &one, nullptr, 0, nullptr, nullptr) ==
+                CL_SUCCESS);
+        i64 got[6] = {};
+        REQUIRE(clEnqueueReadBuffer(env.queue(), out, CL_TRUE, 0, sizeof got, got, 0, nullptr, nullptr) ==
+                CL_SUCCESS);
+        CHECK(got[0] == static_cast<i64>(ext.size()));
+        CHECK(got[1] == s.element_count());
+        CHECK(got[2] == s.strides()[0]);
+        CHECK(got[3] == static_cast<i64>(element_type::bf16));
+        CHECK(got[4] == 'c');
+        CHECK(got[5] == s.element_count());
+    }
+    CHECK(mirror.uploads() == 3);  // {2, 3, 4}: one upload for two launches
+    // {7} died after its launch and its buffer went back; a new {7} uploads again.
+    Shape again = trie.intern({7}, element_type::bf16);
+    (void)mirror.buffer(again);
+    CHECK(mirror.uploads() == 4);
+    clReleaseMemObject(out);
+    clReleaseKernel(kernel);
+    clReleaseProgram(program);
+}
+
+TEST_CASE("threads asking for the same shapes' mirrors get one buffer each") {
+    auto& env = test::OpenCLEnv::get();
+    BufferPool pool(env.context);
+    ShapeTrie trie;
+    ShapeMirror mirror(pool, env.queue);
+    std::vector<Shape> shapes;
+    for (i64 n = 1; n <= 6; ++n) shapes.push_back(trie.intern({n, n + 1}, element_type::f32));
+    std::vector<std::vector<cl_mem>> seen(8, std::vector<cl_mem>(shapes.size()));
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 8; ++t)
+        threads.emplace_back([&, t] {
+            for (std::size_t i = 0; i < shapes.size(); ++i) {
+                Shape mine = shapes[(i + static_cast<std::size_t>(t)) % shapes.size()];
+                seen[static_cast<std::size_t>(t)][(i + static_cast<std::size_t>(t)) % shapes.size()] = mirror.buffer(mine)();
+            }
+        });
+    for (auto& th : threads) th.join();
+    for (std::size_t i = 0; i < shapes.size(); ++i) {
+        std::set<cl_mem> distinct;
+        for (const auto& row : seen) distinct.insert(row[i]);
+        CHECK(distinct.size() == 1);
+        CHECK(read_back(mirror.buffer(shapes[i]), shapes[i].words().size()) ==
+              std::vector<i64>(shapes[i].words().begin(), shapes[i].words().end()));
+    }
+    CHECK(mirror.uploads() == shapes.size());
+    shapes.clear();
+    CHECK(pool.stats().bytes_in_use == 0);
+}
+#endif
