@@ -18,7 +18,8 @@ using namespace clpool::test;
     host::BufferPool, host::PinnedBufferPool, host::PersistentBufferPool,                                     \
         MockPool<PowerOfTwoBuckets, DeviceLocal, Unlimited, NoLock>,                                            \
         MockPool<PowerOfTwoBuckets, HostPinned, Unlimited, SingleMutex>,                                       \
-        MockPool<FixedSetBuckets, IntegratedAware, Capped, Striped<4>> CLPOOL_OPENCL_POOLS
+        MockPool<FixedSetBuckets, IntegratedAware, Capped, Striped<4>>,                                        \
+        MockPool<FixedSetBuckets, DeviceLocal, Capped, ThreadCached<4>> CLPOOL_OPENCL_POOLS
 
 TEST_CASE_TEMPLATE("a pool hands back what it cached, and only that", P, CLPOOL_CONTRACT_POOLS) {
     auto pool = make_pool<P>();

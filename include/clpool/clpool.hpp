@@ -13,6 +13,7 @@
 #include <clpool/policies/flags.hpp>
 #include <clpool/policies/limits.hpp>
 #include <clpool/policies/locks.hpp>
+#include <clpool/policies/thread_cached.hpp>
 
 // The OpenCL parts need OpenCL-CLHPP; define CLPOOL_NO_OPENCL to build
 // without them (the host backend alone).
