@@ -34,3 +34,8 @@ set_tests_properties(interpose_oom.plain PROPERTIES ENVIRONMENT "OPENCL_LAYERS=$
 add_test(NAME interpose_oom.preload COMMAND interpose_oom)
 set_tests_properties(interpose_oom.preload PROPERTIES
   ENVIRONMENT "LD_PRELOAD=${_lib};CLPOOL_INTERPOSER=${_lib};OPENCL_LAYERS=${_fake};FAKE_OOM_BYTES=4194304")
+
+# Allocation churn, plain vs interposed (a measurement, not a test: run it by hand or from
+# benchmarks/gpu/interposer.sh).
+add_executable(interpose_bench ${CMAKE_CURRENT_SOURCE_DIR}/tests/interpose_bench.c)
+target_link_libraries(interpose_bench PRIVATE OpenCL::OpenCL)
