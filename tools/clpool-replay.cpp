@@ -67,6 +67,7 @@ void write_svg(const std::string& path, const replay::Trace& trace, const std::v
     plot.x_label = by_time ? "time since start (ms)" : "trace event";
     plot.y_label = "bytes held from the driver";
     plot.y_format = [](double v) { return format_bytes(v); };
+    plot.binary_y = true;
     const std::size_t n = trace.events.size();
     constexpr std::size_t max_points = 2000;
     const std::size_t bin = n > max_points ? (n + max_points - 1) / max_points : 1;
@@ -166,11 +167,11 @@ int main(int argc, char** argv) {
                 keys.insert({e.ctx, e.flags});
             }
 
-        std::vector<Result> results{replay::replay_unpooled(trace)};
+        std::vector<Result> results{replay::run_unpooled(trace)};
         ProgressBar progress(configs.size());
         for (std::size_t i = 0; i < configs.size(); ++i) {
             progress.update(i, configs[i].name);
-            results.push_back(replay::replay(trace, configs[i], target));
+            results.push_back(replay::run(trace, configs[i], target));
         }
         progress.finish();
 

@@ -1,1 +1,157 @@
-# CTest entries for the tools (filled below).
+# End-to-end tests: each tool runs on the test OpenCL device (PoCL in CI) with tiny sizes, and its
+# exit code, standard output/error and written files are checked by tests/run_tool.cmake.
+set(CLPOOL_TOOL_RUNNER ${CMAKE_CURRENT_SOURCE_DIR}/tests/run_tool.cmake)
+set(CLPOOL_TOOL_OUT ${CMAKE_CURRENT_BINARY_DIR}/test-output)
+set(CLPOOL_TRACES ${PROJECT_SOURCE_DIR}/tests/data/traces)
+file(MAKE_DIRECTORY ${CLPOOL_TOOL_OUT})
+
+# clpool_tool_test(NAME [RC code] [ENV VAR=value] [STDERR_NOT re] COMMAND prog args...
+#                  [STDOUT re...] [STDERR re...] [FILES path re path re...])
+function(clpool_tool_test name)
+  cmake_parse_arguments(T "" "RC;ENV;STDERR_NOT" "COMMAND;STDOUT;STDERR;FILES" ${ARGN})
+  set(defs)
+  if(DEFINED T_RC)
+    list(APPEND defs -DEXPECT_RC=${T_RC})
+  endif()
+  if(DEFINED T_STDERR_NOT)
+    list(APPEND defs "-DSTDERR_NOT_RE=${T_STDERR_NOT}")
+  endif()
+  foreach(kind STDOUT STDERR)
+    set(i 0)
+    foreach(re IN LISTS T_${kind})
+      list(APPEND defs "-D${kind}_RE_${i}=${re}")
+      math(EXPR i "${i} + 1")
+    endforeach()
+  endforeach()
+  set(i 0)
+  set(is_path TRUE)
+  foreach(item IN LISTS T_FILES)
+    if(is_path)
+      list(APPEND defs "-DFILE_${i}=${item}")
+      set(is_path FALSE)
+    else()
+      list(APPEND defs "-DFILE_RE_${i}=${item}")
+      math(EXPR i "${i} + 1")
+      set(is_path TRUE)
+    endif()
+  endforeach()
+  add_test(NAME tools.${name} COMMAND ${CMAKE_COMMAND} ${defs} -P ${CLPOOL_TOOL_RUNNER} -- ${T_COMMAND})
+  set_tests_properties(tools.${name} PROPERTIES TIMEOUT 120 LABELS tools)
+  if(DEFINED T_ENV)
+    set_tests_properties(tools.${name} PROPERTIES ENVIRONMENT "${T_ENV}")
+  endif()
+endfunction()
+
+set(info $<TARGET_FILE:clpool-info>)
+set(replay $<TARGET_FILE:clpool-replay>)
+set(o ${CLPOOL_TOOL_OUT})
+
+# ---- clpool-info
+clpool_tool_test(info.help COMMAND ${info} --help STDOUT "Usage" "--device" "Exit codes")
+clpool_tool_test(info.unknown_option RC 2 COMMAND ${info} --bogus STDERR "--bogus" "clpool-info --help")
+clpool_tool_test(info.bad_size RC 2 COMMAND ${info} --size 12q STDERR "'12q' is not a byte size")
+clpool_tool_test(info.zero_reps RC 2 COMMAND ${info} --reps 0 STDERR "--reps")
+clpool_tool_test(info.bad_device RC 2 COMMAND ${info} --device banana
+  STDERR "device 'banana' is not one of auto, gpu, cpu, host, P:D" "devices here:")
+clpool_tool_test(info.bad_env_device RC 2 ENV CLPOOL_DEVICE=7:7 COMMAND ${info} --list
+  STDERR "device '7:7' matches no device")
+clpool_tool_test(info.host COMMAND ${info} --device host --size 256KiB --reps 3
+  STDOUT "chosen: host backend" "BufferPool hit" "recommended: clpool::host::BufferPool"
+  "BufferPool: hits=[1-9]")
+clpool_tool_test(info.env_host ENV CLPOOL_DEVICE=host COMMAND ${info} --list STDOUT "chosen: host backend")
+if(CLPOOL_WITH_OPENCL)
+  # An OpenCL platform must exist (CI has PoCL): the listing and the measurement run on it.
+  clpool_tool_test(info.list COMMAND ${info} --list --json ${o}/info-list.json
+    STDOUT "OpenCL devices:" "chosen: 0:0 "
+    FILES ${o}/info-list.json "\"max_alloc_bytes\": [1-9]")
+  clpool_tool_test(info.measure COMMAND ${info} --device 0:0 --size 1MiB --reps 3 --json ${o}/info.json
+    STDOUT "raw: clCreateBuffer" "BufferPool hit \\+ write all" "pinned write \\(host -> device\\) +[0-9]"
+    "recommended: " "PinnedBufferPool: hits=[1-9]"
+    FILES ${o}/info.json "\"pinned_write_gbps\": [0-9]")
+  clpool_tool_test(info.too_big RC 2 COMMAND ${info} --device 0:0 --size 1TiB
+    STDERR "above the device's maximum allocation")
+else()
+  clpool_tool_test(info.no_opencl COMMAND ${info} --list STDOUT "not built in" "chosen: host backend")
+endif()
+
+# ---- clpool-bandwidth
+if(TARGET clpool-bandwidth)
+  set(bw $<TARGET_FILE:clpool-bandwidth>)
+  clpool_tool_test(bandwidth.help COMMAND ${bw} --help STDOUT "pinned-write" "staged-write" "map-read" "--svg")
+  clpool_tool_test(bandwidth.sweep COMMAND ${bw} --min 4KiB --max 64KiB --reps 2 --warmup 0
+    --csv ${o}/bw.csv --json ${o}/bw.json --svg ${o}/bw.svg
+    STDOUT "pageable-write +pageable-read +pinned-write" "\n64 KiB +[0-9]"
+    STDERR_NOT "\\[#"  # no progress bar when stderr is not a terminal
+    FILES ${o}/bw.csv "size_bytes,mode,gbps,median_seconds\n4096,pageable-write,[0-9]"
+          ${o}/bw.csv "65536,map-read,[0-9]"
+          ${o}/bw.json "\"mode\": \"pinned-read\""
+          ${o}/bw.svg "<svg.*<polyline.*pinned-write.*</svg>")
+  clpool_tool_test(bandwidth.modes_csv_stdout COMMAND ${bw} --modes pinned-write,map-read --min 4KiB --max 8KiB
+    --factor 2 --reps 1 -q --csv -
+    STDOUT "^size_bytes,mode,gbps,median_seconds\n4096,pinned-write,[0-9.]+,[0-9.e-]+\n4096,map-read,.*8192,map-read,")
+  clpool_tool_test(bandwidth.bad_mode RC 2 COMMAND ${bw} --modes warp STDERR "unknown mode 'warp'; modes: pageable-write")
+  clpool_tool_test(bandwidth.min_above_max RC 2 COMMAND ${bw} --min 1MiB --max 4KiB STDERR "swap them")
+  clpool_tool_test(bandwidth.bad_factor RC 2 COMMAND ${bw} --factor 1 STDERR "--factor")
+  clpool_tool_test(bandwidth.host RC 2 COMMAND ${bw} --device host STDERR "needs an OpenCL device")
+  clpool_tool_test(bandwidth.unwritable RC 1 COMMAND ${bw} --min 4KiB --max 4KiB --reps 1 -q
+    --csv ${o}/no-such-dir/bw.csv STDERR "cannot write '.*no-such-dir/bw.csv'")
+endif()
+
+# ---- clpool-replay
+clpool_tool_test(replay.help COMMAND ${replay} --help STDOUT "--config" "buckets=pow2" "Exit codes")
+clpool_tool_test(replay.no_trace RC 2 COMMAND ${replay} STDERR "trace is required" "clpool-replay --help")
+clpool_tool_test(replay.missing_file RC 2 COMMAND ${replay} ${o}/absent.trace STDERR "cannot read trace")
+# small.trace, worked by hand: 9 allocs, one USE_HOST_PTR pass-through; pow2 pools hit 3 times
+# (4000 B into the freed 4 KiB, 1000000 B into the freed 1 MiB, 4096 B again), fixed buckets also
+# serve 256 B from the freed 300 B's 1 KiB bucket; the tight cap evicts both 1 MiB buffers.
+clpool_tool_test(replay.small COMMAND ${replay} ${CLPOOL_TRACES}/small.trace
+  --config name=tight,buckets=quarter,cap=64KiB,per-bucket=1 --json ${o}/replay.json --svg ${o}/replay.svg
+  STDOUT "9 allocs, 7 frees\\) over 4 \\(context, flags\\) pools; 2 buffers"
+  "\nno pool +0\\.0% +9 +0 "
+  "\nBufferPool +33\\.3% +6 +3 "
+  "\nPersistentBufferPool +44\\.4% +5 +4 "
+  "\ntight +22\\.2% +7 +2 +[0-9.]+ [KM]iB +[0-9.]+ [KM]?i?B +2 +0 "
+  "per bucket, tight:\n.*\n  1 MiB +0 +2 +0\\.0% +2 +0"
+  FILES ${o}/replay.json "\"driver_allocations_avoided\": 3"
+        ${o}/replay.svg "<svg.*no pool.*PersistentBufferPool.*tight.*</svg>")
+clpool_tool_test(replay.sim_matches_host COMMAND ${replay} ${CLPOOL_TRACES}/small.trace --device sim --no-buckets
+  STDOUT "simulation" "\nBufferPool +33\\.3% +6 +3 ")
+clpool_tool_test(replay.training_loop COMMAND ${replay} ${CLPOOL_TRACES}/training_loop.trace --x time
+  --svg ${o}/loop.svg STDOUT "206 allocs" "\nBufferPool +9[0-9]\\.[0-9]%" FILES ${o}/loop.svg "time since start")
+if(CLPOOL_WITH_OPENCL)
+  clpool_tool_test(replay.opencl COMMAND ${replay} ${CLPOOL_TRACES}/small.trace --device 0:0 --no-buckets
+    STDOUT "backend: OpenCL " "\nBufferPool +33\\.3% +6 +3 ")
+endif()
+clpool_tool_test(replay.bad_config RC 2 COMMAND ${replay} ${CLPOOL_TRACES}/small.trace --config buckets=zig
+  STDERR "buckets='zig'; expected pow2, fixed or quarter")
+clpool_tool_test(replay.bad_cap RC 2 COMMAND ${replay} ${CLPOOL_TRACES}/small.trace --config cap=lots
+  STDERR "cap='lots'")
+clpool_tool_test(replay.duplicate_names RC 2 COMMAND ${replay} ${CLPOOL_TRACES}/small.trace
+  --config name=a --config name=a STDERR "two configurations are named 'a'")
+clpool_tool_test(replay.bad_device RC 2 COMMAND ${replay} ${CLPOOL_TRACES}/small.trace --device 9:9
+  STDERR "matches no device")
+
+# Every malformed trace: exit 2, the line number, and what was expected.
+foreach(case
+    "bad_header|line 1: not a clpool trace; expected the header 'clpool-trace 1'"
+    "bad_version|line 1: unsupported trace version"
+    "unknown_op|line 3: unknown op 'realloc'; expected alloc or free"
+    "field_count|line 2: alloc has 5 fields; expected 6"
+    "non_numeric|line 3: bad size '12x'; expected a decimal byte count"
+    "unknown_free|line 3: free of id 2, which is not live"
+    "live_alloc|line 3: alloc of id 1, which is still live \\(allocated on line 2\\)")
+  string(FIND "${case}" "|" bar)
+  string(SUBSTRING "${case}" 0 ${bar} file)
+  math(EXPR from "${bar} + 1")
+  string(SUBSTRING "${case}" ${from} -1 message)
+  clpool_tool_test(replay.malformed.${file} RC 2 COMMAND ${replay} ${CLPOOL_TRACES}/malformed/${file}.trace
+    STDERR "${message}" "docs/TRACE_FORMAT.md")
+endforeach()
+
+# Every shipped trace (hand-written, synthetic, and those recorded by the interposer) replays cleanly.
+file(GLOB CLPOOL_SHIPPED_TRACES CONFIGURE_DEPENDS ${CLPOOL_TRACES}/*.trace)
+foreach(trace IN LISTS CLPOOL_SHIPPED_TRACES)
+  get_filename_component(stem ${trace} NAME_WE)
+  clpool_tool_test(replay.shipped.${stem} COMMAND ${replay} ${trace} --device sim --no-buckets
+    STDOUT "\nBufferPool +[0-9.]+%" "\nPersistentBufferPool +[0-9.]+%")
+endforeach()

@@ -443,7 +443,7 @@ struct Result {
 
 // What the trace costs with no pool: one driver allocation per alloc, and
 // only the live bytes held (the baseline for every configuration).
-inline Result replay_unpooled(const Trace& trace) {
+inline Result run_unpooled(const Trace& trace) {
     Result r;
     r.name = "no pool";
     r.spec = "every alloc is a driver allocation";
@@ -469,7 +469,7 @@ inline Result replay_unpooled(const Trace& trace) {
 // Buffers still live at the end are released, then the pools destroyed.
 // Throws driver_error (a backend cannot be made), config_error.
 // Cost: one pool operation per event, plus the backend's allocations.
-inline Result replay(const Trace& trace, const Config& c, const Target& t) {
+inline Result run(const Trace& trace, const Config& c, const Target& t) {
     Result r;
     r.name = c.name;
     r.spec = c.spec;

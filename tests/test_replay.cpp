@@ -1,0 +1,214 @@
+// The replay tool's trace parser and engine (tools/replay): every parse error names its line; the
+// engine's counts match a trace worked by hand; runtime configurations pick the right policies.
+#include "tools/replay/replay.hpp"
+#include "tools/replay/trace.hpp"
+
+#include <doctest/doctest.h>
+
+#include <string>
+#include <string_view>
+
+using namespace clpool;
+using namespace clpool::replay;
+
+namespace {
+
+// The error a trace raises: its line and message; line 0 if it parses.
+std::pair<std::size_t, std::string> error_of(std::string_view text) {
+    try {
+        parse_trace(text);
+    } catch (const trace_error& e) {
+        return {e.line(), e.what()};
+    }
+    return {0, ""};
+}
+
+constexpr std::string_view worked =
+    "clpool-trace 1\n"
+    "# two contexts, a pinned buffer, a USE_HOST_PTR buffer, an id reused\n"
+    "1000 alloc 1 0x1 0x1 4096\n"
+    "2000 alloc 2 0x1 0x1 1048576\n"
+    "3000 alloc 3 0x1 0x11 65536\n"
+    "4000 free 1\n"
+    "5000 alloc 4 0x1 0x1 4000\n"
+    "6000 free 2\n"
+    "7000 alloc 1 0x1 0x1 1000000\n"
+    "8000 alloc 5 0x2 0x1 300\n"
+    "9000 alloc 6 0x1 0x9 8192\n"
+    "10000 free 4\n"
+    "11000 free 1\n"
+    "12000 free 5\n"
+    "13000 free 6\n"
+    "14000 alloc 7 0x1 0x1 4096\n"
+    "15000 free 7\n"
+    "16000 alloc 8 0x2 0x1 256\n";
+
+}  // namespace
+
+TEST_CASE("a valid trace parses into events, frees carrying their alloc's size") {
+    const Trace t = parse_trace(worked);
+    REQUIRE(t.events.size() == 16);
+    CHECK(t.lines == 18);
+    CHECK(t.events[0].kind == op::alloc);
+    CHECK(t.events[0].line == 3);
+    CHECK(t.events[2].ctx == 0x1);
+    CHECK(t.events[2].flags == 0x11);
+    CHECK(t.events[2].bytes == 65536);
+    CHECK(t.events[3].kind == op::free);
+    CHECK(t.events[3].bytes == 4096);  // filled in from the alloc of id 1
+    CHECK(t.events[6].id == 1);        // id 1 reused after its free
+    CHECK(t.live_at_end == 2);         // ids 3 and 8
+    CHECK(t.live_bytes_at_end == 65536 + 256);
+}
+
+TEST_CASE("CRLF line ends, blank lines and comments are accepted") {
+    const Trace t = parse_trace("clpool-trace 1\r\n\r\n# c\r\n5 alloc 1 0xA 0X1 10\r\n6 free 1\r\n");
+    REQUIRE(t.events.size() == 2);
+    CHECK(t.events[0].ctx == 0xA);
+    CHECK(t.events[1].line == 5);
+}
+
+TEST_CASE("each malformed line is an error naming its line and what was expected") {
+    struct Case {
+        std::string_view text;
+        std::size_t line;
+        std::string_view says;
+    };
+    const Case cases[] = {
+        {"", 1, "empty file; expected the header"},
+        {"clpool-trace 2\n", 1, "unsupported trace version"},
+        {"CLPOOL-TRACE 1\n", 1, "not a clpool trace"},
+        {"clpool-trace 1\n1 alloc 1 0x1 0x1 8\n2 resize 1 9\n", 3, "unknown op 'resize'; expected alloc or free"},
+        {"clpool-trace 1\n1 alloc 1 0x1 0x1\n", 2, "alloc has 5 fields; expected 6"},
+        {"clpool-trace 1\n1 alloc 1 0x1 0x1 8 9\n", 2, "alloc has 7 fields"},
+        {"clpool-trace 1\n1 alloc 1 0x1 0x1 8\n2 free 1 0x1\n", 3, "free has 4 fields; expected 3"},
+        {"clpool-trace 1\n1 free\n", 2, "free has 2 fields; expected 3"},
+        {"clpool-trace 1\n1\n", 2, "too few fields"},
+        {"clpool-trace 1\n1  alloc 1 0x1 0x1 8\n", 2, "empty field 2"},
+        {"clpool-trace 1\n1 alloc 1 0x1 0x1 8 \n", 2, "empty field 7"},
+        {"clpool-trace 1\nx alloc 1 0x1 0x1 8\n", 2, "bad time 'x'"},
+        {"clpool-trace 1\n-1 alloc 1 0x1 0x1 8\n", 2, "bad time '-1'"},
+        {"clpool-trace 1\n1 alloc one 0x1 0x1 8\n", 2, "bad id 'one'"},
+        {"clpool-trace 1\n1 alloc 1 1 0x1 8\n", 2, "bad context '1'; expected a hex token like 0x1"},
+        {"clpool-trace 1\n1 alloc 1 0x 0x1 8\n", 2, "bad context"},
+        {"clpool-trace 1\n1 alloc 1 0x1 0xg 8\n", 2, "bad flags '0xg'"},
+        {"clpool-trace 1\n1 alloc 1 0x1 0x1 +8\n", 2, "bad size '+8'"},
+        {"clpool-trace 1\n1 alloc 1 0x1 0x1 99999999999999999999\n", 2, "bad size"},  // overflows 64 bits
+        {"clpool-trace 1\n1 alloc 1 0x1 0x10000000000000000 8\n", 2, "bad flags"},
+        {"clpool-trace 1\n1 free 4\n", 2, "free of id 4, which is not live"},
+        {"clpool-trace 1\n1 alloc 4 0x1 0x1 8\n2 free 4\n3 free 4\n", 4, "free of id 4, which is not live"},
+        {"clpool-trace 1\n1 alloc 4 0x1 0x1 8\n# x\n2 alloc 4 0x2 0x1 8\n", 4,
+         "alloc of id 4, which is still live (allocated on line 2)"},
+    };
+    for (const auto& c : cases) {
+        CAPTURE(c.text);
+        const auto [line, message] = error_of(c.text);
+        CHECK(line == c.line);
+        CHECK(message.find("line " + std::to_string(c.line) + ": ") == 0);
+        CHECK(message.find(c.says) != std::string::npos);
+    }
+}
+
+TEST_CASE("a quoted bad line shows control bytes escaped and is cut at 80 characters") {
+    const auto [line, message] = error_of(std::string("clpool-trace 1\n1 \x01op 2\n"));
+    CHECK(line == 2);
+    CHECK(message.find("'1 \\x01op 2'") != std::string::npos);
+    const auto [l2, m2] = error_of("clpool-trace 1\n1 " + std::string(200, 'z') + "\n");
+    CHECK(l2 == 2);
+    CHECK(m2.find("...'") != std::string::npos);
+    CHECK(m2.size() < 250);
+}
+
+TEST_CASE("--config text becomes a configuration; bad keys and values are named") {
+    const Config c = parse_config("name=x,buckets=quarter,cap=1GiB,per-bucket=8,kind=pinned", 1);
+    CHECK(c.name == "x");
+    CHECK(c.buckets == bucket_scheme::quarter);
+    CHECK(c.capped);
+    CHECK(c.cap == (std::size_t{1} << 30));
+    CHECK(c.per_bucket == 8);
+    CHECK(c.kind == kind_choice::pinned);
+    const Config d = parse_config("buckets=fixed", 3);
+    CHECK(d.name == "custom3");
+    CHECK_FALSE(d.capped);
+    CHECK_THROWS_WITH_AS(parse_config("buckets=zig", 1), doctest::Contains("buckets='zig'"), config_spec_error);
+    CHECK_THROWS_WITH_AS(parse_config("cap=lots", 1), doctest::Contains("cap='lots'"), config_spec_error);
+    CHECK_THROWS_WITH_AS(parse_config("per-bucket=-1", 1), doctest::Contains("per-bucket='-1'"), config_spec_error);
+    CHECK_THROWS_WITH_AS(parse_config("colour=red", 1), doctest::Contains("unknown --config key 'colour'"),
+                         config_spec_error);
+    CHECK_THROWS_WITH_AS(parse_config("buckets", 1), doctest::Contains("not key=value"), config_spec_error);
+    CHECK_THROWS_WITH_AS(parse_config("cap=1,cap=2", 1), doctest::Contains("given twice"), config_spec_error);
+}
+
+TEST_CASE("quarter buckets round up by at most a quarter") {
+    using Q = QuarterPow2Buckets;
+    for (std::size_t n : {1u, 256u, 257u, 320u, 321u, 1000u, 4096u, 4097u, 1000000u, 3u << 20}) {
+        CAPTURE(n);
+        const std::size_t b = Q::size_from_index(Q::index_from_size(n));
+        CHECK(b >= n);
+        if (n > 256) CHECK(b <= n + n / 4 + 1);
+        if (Q::index_from_size(n) > 0) CHECK(Q::size_from_index(Q::index_from_size(n) - 1) < n);
+    }
+}
+
+TEST_CASE("replaying the worked trace gives the counts worked out by hand") {
+    const Trace t = parse_trace(worked);
+    const auto configs = alias_configs();
+    REQUIRE(configs.size() == 3);
+    for (auto what : {Target::type::host, Target::type::sim}) {
+        Target target;
+        target.what = what;
+        CAPTURE(target.description());
+        const Result buffer = run(t, configs[0], target);
+        // 9 allocs: the 4000 B, 1000000 B and second 4096 B reuse freed buckets;
+        // the USE_HOST_PTR (0x9) buffer passes through unpooled.
+        CHECK(buffer.allocations == 9);
+        CHECK(buffer.stats.hits == 3);
+        CHECK(buffer.avoided() == 3);
+        CHECK(buffer.passthrough == 1);
+        CHECK(buffer.driver_allocations == 6);
+        CHECK(buffer.failed == 0);
+        CHECK(buffer.stats.evictions == 0);
+        REQUIRE(buffer.held.size() == t.events.size());
+        // The peak: the four pooled buffers made so far plus the 8 KiB pass-through while it lives.
+        CHECK(buffer.peak_held == 4096 + 1048576 + 65536 + 512 + 8192);
+        CHECK(buffer.peak_waste == (4096 - 4000) + (1048576 - 1000000) + (512 - 300));
+        // At the end everything freed stays cached: nothing is given back by an unlimited pool.
+        CHECK(buffer.held_at_end == 4096 + 1048576 + 65536 + 512 + 256);
+
+        // Fixed buckets also serve the 256 B alloc from the 1 KiB bucket the 300 B one left.
+        const Result persistent = run(t, configs[2], target);
+        CHECK(persistent.stats.hits == 4);
+        CHECK(persistent.driver_allocations == 5);
+
+        // A cap below 1 MiB evicts both 1 MiB buffers as they come back.
+        const Result tight = run(t, parse_config("name=tight,cap=64KiB,per-bucket=1", 1), target);
+        CHECK(tight.stats.evictions == 2);
+        CHECK(tight.stats.hits == 2);
+        CHECK(tight.held_at_end == 4096 + 65536 + 512 + 256);
+    }
+}
+
+TEST_CASE("with no pool every alloc goes to the driver and only live bytes are held") {
+    const Trace t = parse_trace(worked);
+    const Result none = run_unpooled(t);
+    CHECK(none.driver_allocations == 9);
+    CHECK(none.avoided() == 0);
+    CHECK(none.held_at_end == t.live_bytes_at_end);
+    CHECK(none.peak_held == 4096 + 1048576 + 65536);
+}
+
+#ifdef CLPOOL_HAS_OPENCL
+#include "opencl_env.hpp"
+
+TEST_CASE("the replay runs on the OpenCL test device with the same counts") {
+    auto& env = test::OpenCLEnv::get();
+    Target target;
+    target.what = Target::type::opencl;
+    target.context = env.context;
+    target.device = env.device();
+    const Result r = run(parse_trace(worked), alias_configs()[1], target);
+    CHECK(r.stats.hits == 3);
+    CHECK(r.driver_allocations == 6);
+    CHECK(r.held_at_end == 4096 + 1048576 + 65536 + 512 + 256);
+}
+#endif
