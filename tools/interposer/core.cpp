@@ -113,6 +113,7 @@ struct QueueRec {
 
 struct Totals {  // stats of pools already destroyed
     std::uint64_t hits = 0, misses = 0, evictions = 0;
+    std::size_t peak_held = 0;  // the largest any one pool ever held
 };
 
 // The trace: "clpool-trace 1", then one line per event (docs/TRACE_FORMAT.md).
@@ -254,6 +255,7 @@ void fold_stats(State& st, const PoolT& pool) {
     st.closed.hits += s.hits;
     st.closed.misses += s.misses;
     st.closed.evictions += s.evictions;
+    st.closed.peak_held = std::max(st.closed.peak_held, s.peak_bytes_allocated);
 }
 
 // The events a released buffer waits for: a marker on each of the context's
@@ -357,7 +359,7 @@ void report(State& st) {
         return;
     }
     std::uint64_t hits = st.closed.hits, misses = st.closed.misses, evictions = st.closed.evictions;
-    std::size_t held = 0, cached = 0, pending = 0, peak = 0;
+    std::size_t held = 0, cached = 0, pending = 0, peak = st.closed.peak_held;
     for (auto& [c, cs] : st.contexts) {
         for (auto& [flags, pool] : cs->pools) {
             const auto s = pool->stats();
@@ -378,9 +380,9 @@ void report(State& st) {
     const double rate = hits + misses ? 100.0 * static_cast<double>(hits) / static_cast<double>(hits + misses) : 0.0;
     std::fprintf(stderr,
                  "clpool: interposer (%s) total: hits %" PRIu64 " misses %" PRIu64 " hit_rate %.1f%% evictions %" PRIu64
-                 " held %zu B cached %zu B pending %zu B passthrough %" PRIu64 " fallbacks %" PRIu64
-                 " sub_buffers %" PRIu64 " oom_retries %" PRIu64 "\n",
-                 st.mode, hits, misses, rate, evictions, held, cached, pending, st.passthrough.load(),
+                 " held %zu B cached %zu B pending %zu B peak_pool_held %zu B passthrough %" PRIu64
+                 " fallbacks %" PRIu64 " sub_buffers %" PRIu64 " oom_retries %" PRIu64 "\n",
+                 st.mode, hits, misses, rate, evictions, held, cached, pending, peak, st.passthrough.load(),
                  st.fallbacks.load(), st.sub_buffers.load(), st.oom_retries.load());
 }
 
