@@ -217,10 +217,13 @@ private:
         }
         bool matches(const entry* e) const noexcept {
             const std::int64_t* w = e->data() + 1;
-            const std::size_t bytes = std::size_t{rank} * sizeof(std::int64_t);
-            // (rank 0 may come with null arrays, which memcmp must not see)
-            return w[2 * rank] == tail[0] && w[2 * rank + 1] == tail[1] &&
-                   (rank == 0 || (std::memcmp(w, extents, bytes) == 0 && std::memcmp(w + rank, strides, bytes) == 0));
+            if (w[2 * rank] != tail[0] || w[2 * rank + 1] != tail[1]) return false;
+            // A word loop, not memcmp: ranks are small, and it is inlined.
+            // OR-ing the differences keeps it branch-free.
+            std::uint64_t diff = 0;
+            for (std::uint32_t i = 0; i < rank; ++i)
+                diff |= static_cast<std::uint64_t>(w[i] ^ extents[i]) | static_cast<std::uint64_t>(w[rank + i] ^ strides[i]);
+            return diff == 0;
         }
     };
 
