@@ -6,8 +6,8 @@ import sys
 
 runs = json.load(open(sys.argv[1]))["benchmarks"]
 med = {}
-for b in runs:
-    if b.get("aggregate_name") == "median":
+for b in runs:  # medians where there were repetitions, else the single run
+    if b.get("aggregate_name") == "median" or (b.get("run_type") == "iteration" and b["run_name"] not in med):
         med[b["run_name"]] = b
 
 def cpu(name):
