@@ -7,6 +7,7 @@
 #include <clpool/errors.hpp>
 #include <clpool/handle.hpp>
 #include <clpool/pool.hpp>
+#include <clpool/shape_trie.hpp>
 #include <clpool/stats.hpp>
 #include <clpool/backends/host.hpp>
 #include <clpool/policies/bucket.hpp>
@@ -21,6 +22,7 @@
 #define CLPOOL_HAS_OPENCL 1
 #include <clpool/opencl.hpp>
 #include <clpool/registry.hpp>
+#include <clpool/shape_mirror.hpp>
 #endif
 
 // Devices and the process lifecycle (with or without OpenCL).
