@@ -21,7 +21,7 @@ py=/usr/bin/python3  # Debian's, which has pyopencl
 export PYOPENCL_TEST=portable
 export PYOPENCL_NO_CACHE=1  # PyOpenCL's binary cache off; PoCL's kernel cache stays (warm after the first run)
 work=$(mktemp -d)
-cp "$examples"/test_*.py "$work"/
+cp "$examples"/test_*.py "$examples"/*.h "$work"/  # test_header_dep_handling includes empty-header.h
 # Debian compresses large examples.
 for f in "$examples"/test_*.py.gz; do [ -e "$f" ] && gunzip -c "$f" >"$work/$(basename "$f" .gz)"; done
 

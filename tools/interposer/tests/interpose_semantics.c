@@ -172,6 +172,7 @@ static void test_reuse_waits_for_commands(cl_context ctx, cl_device_id dev, cl_c
     OK(clEnqueueWriteBuffer(q2, b, CL_FALSE, 0, sizeof pattern, pattern, 1, &gate, &write_done));
     OK(clFlush(q2));
     OK(clReleaseMemObject(b));  /* released with a write still waiting on q2 */
+    OK(clFinish(q1));  /* q1's marker has run: only q2's pending write holds b */
     clpool_interpose_counters c0 = counters();
     cl_mem b2 = make(ctx, CL_MEM_READ_WRITE, 8192, NULL);
     if (get_counters) {
@@ -192,6 +193,33 @@ static void test_reuse_waits_for_commands(cl_context ctx, cl_device_id dev, cl_c
     OK(clReleaseEvent(write_done));
     OK(clReleaseEvent(gate));
     OK(clReleaseCommandQueue(q2));
+}
+
+/* The same when the queue was released by the application before the buffer. */
+static void test_reuse_waits_for_released_queue(cl_context ctx, cl_device_id dev, cl_command_queue q) {
+    cl_int err = CL_SUCCESS;
+    cl_command_queue q3 = clCreateCommandQueue(ctx, dev, 0, &err);
+    OK(err);
+    cl_event gate = clCreateUserEvent(ctx, &err);
+    OK(err);
+    static unsigned char pattern[16384];
+    cl_mem b = make(ctx, CL_MEM_READ_WRITE, 16384, NULL);
+    cl_event write_done = NULL;
+    OK(clEnqueueWriteBuffer(q3, b, CL_FALSE, 0, sizeof pattern, pattern, 1, &gate, &write_done));
+    OK(clReleaseCommandQueue(q3));  /* the application is done with the queue; the write still waits */
+    OK(clReleaseMemObject(b));
+    OK(clFinish(q));  /* the live queue's marker has run: only the released queue's work holds b */
+    clpool_interpose_counters c0 = counters();
+    cl_mem b2 = make(ctx, CL_MEM_READ_WRITE, 16384, NULL);
+    if (get_counters) {
+        CHECK(counters().misses == c0.misses + 1);  /* not the busy buffer */
+        CHECK(counters().hits == c0.hits);
+    }
+    OK(clSetUserEventStatus(gate, CL_COMPLETE));
+    OK(clWaitForEvents(1, &write_done));
+    OK(clReleaseMemObject(b2));
+    OK(clReleaseEvent(write_done));
+    OK(clReleaseEvent(gate));
 }
 
 static void test_sub_buffers(cl_context ctx, cl_command_queue q) {
@@ -326,6 +354,7 @@ int main(void) {
     test_reuse_and_data(ctx, q);
     test_flags_are_separate_pools(ctx, q);
     test_reuse_waits_for_commands(ctx, dev, q);
+    test_reuse_waits_for_released_queue(ctx, dev, q);
     test_sub_buffers(ctx, q);
     test_use_host_ptr_passes_through(ctx);
     test_context_release(dev);
