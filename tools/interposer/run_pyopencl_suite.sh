@@ -6,7 +6,8 @@
 #   LIBRARY  path of libclpool_interpose.so;  OUTDIR  where logs and lists go (default: a temp dir)
 # Env: PYOPENCL_FILES (default: the four files of issue 7), PER_FILE_TIMEOUT (s, default 600),
 #      PYTEST_K (a -k expression to run a subset), SKIP_CLPEAK=1, TRACE_DIR (write traces there),
-#      WARMUP=0 (skip the first plain run that fills PoCL's kernel cache; its results are not compared).
+#      WARMUP=0 (skip the first plain run that fills PoCL's kernel cache; its results are not compared),
+#      CLPEAK_MODES (default "plain preload"; "preload" alone proves it runs to the end).
 # Timings are of warm runs (PoCL's kernel cache filled by the warm-up), so they compare the
 # interposer with the driver, not kernel compiles.
 # Exit status: 0 when every mode has the same pass list and clpeak finished; 1 otherwise.
@@ -72,11 +73,14 @@ echo "Fail without the interposer too (recorded, not hidden):" | tee -a "$out/su
 grep -E '^(FAILED|ERROR|TIMEOUT|CRASH)' "$out/plain.results" | sed 's/^/  /' | tee -a "$out/summary.txt"
 for mode in preload layer; do
     echo "hit rates ($mode):" | tee -a "$out/summary.txt"; sed 's/^/  /' "$out/$mode.report" | tee -a "$out/summary.txt"
+    awk '{for (i = 1; i < NF; ++i) { if ($i == "hits") h += $(i + 1); if ($i == "misses") m += $(i + 1) }}
+         END { if (h + m) printf "  all files: hits %d misses %d hit_rate %.1f%%\n", h, m, 100 * h / (h + m) }' \
+        "$out/$mode.report" | tee -a "$out/summary.txt"
 done
 
 if [ -z "${SKIP_CLPEAK:-}" ]; then
     # clpeak (all its tests; 1.1.2 has no option to cut iterations) must run to the end under the interposer.
-    for mode in plain preload; do
+    for mode in ${CLPEAK_MODES:-plain preload}; do
         env=()
         [ "$mode" = preload ] && env=(LD_PRELOAD="$lib" CLPOOL_REPORT=1)
         [ -n "${TRACE_DIR:-}" ] && [ "$mode" = preload ] && env+=(CLPOOL_TRACE="$TRACE_DIR/clpeak.trace")
