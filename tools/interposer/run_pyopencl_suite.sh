@@ -29,6 +29,7 @@ for f in "$examples"/test_*.py.gz; do [ -e "$f" ] && gunzip -c "$f" >"$work/$(ba
 run_mode() {  # mode: warmup | plain | preload | layer
     local mode=$1 start end status=0
     : >"$out/$mode.results"
+    : >"$out/$mode.report"
     start=$(date +%s.%N)
     for f in $files; do
         local env=()
