@@ -20,6 +20,7 @@
 // without them (the host backend alone).
 #if !defined(CLPOOL_NO_OPENCL) && __has_include(<CL/opencl.hpp>)
 #define CLPOOL_HAS_OPENCL 1
+#include <clpool/dropin.hpp>
 #include <clpool/opencl.hpp>
 #include <clpool/registry.hpp>
 #include <clpool/shape_mirror.hpp>
