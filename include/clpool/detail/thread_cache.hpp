@@ -19,12 +19,18 @@ namespace clpool::detail {
 class spin_lock {
 public:
     void lock() noexcept {
-        while (locked_.exchange(true, std::memory_order_acquire))
-            while (locked_.load(std::memory_order_relaxed)) std::this_thread::yield();
+        if (!locked_.exchange(true, std::memory_order_acquire)) [[likely]]
+            return;
+        wait_and_lock();
     }
     void unlock() noexcept { locked_.store(false, std::memory_order_release); }
 
 private:
+    [[gnu::noinline]] void wait_and_lock() noexcept {
+        do {
+            while (locked_.load(std::memory_order_relaxed)) std::this_thread::yield();
+        } while (locked_.exchange(true, std::memory_order_acquire));
+    }
     std::atomic<bool> locked_{false};
 };
 
