@@ -371,9 +371,15 @@ private:
             result = backend_.allocate(bytes, kind_);
         }
         if (result.status != alloc_status::ok) {
-            { std::lock_guard lock(s.mutex); ++s.failed; }
+            std::size_t held = 0;
+            {
+                // held_ is a plain integer under a one-stripe lock: read it there too.
+                std::lock_guard lock(s.mutex);
+                ++s.failed;
+                held = held_.load();
+            }
             if (result.status == alloc_status::out_of_memory)
-                throw out_of_memory(nbytes, held_.load(), result.native_code, backend_.name());
+                throw out_of_memory(nbytes, held, result.native_code, backend_.name());
             throw driver_error(std::string(backend_.name()) + " allocation of " + std::to_string(bytes) +
                                    " bytes",
                                result.native_code);
