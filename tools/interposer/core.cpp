@@ -85,7 +85,7 @@ struct ContextState {
     unsigned token = 0;
     bool open = true;  // false once the application released it
     cl_device_id device = nullptr;
-    std::map<cl_mem_flags, std::unique_ptr<PoolT>> pools;
+    std::map<cl_mem_flags, std::shared_ptr<PoolT>> pools;  // shared: an allocation in flight keeps its pool
     std::vector<cl_command_queue> queues;  // the application's live queues
     std::vector<cl_event> retired;         // markers on queues the application released
     cl_command_queue writer = nullptr;     // the core's queue for CL_MEM_COPY_HOST_PTR data
@@ -306,13 +306,13 @@ void give_back(State& st, ContextState& cs) {
     for (auto& [flags, pool] : cs.pools) pool->trim();
 }
 
-PoolT* pool_for(ContextState& cs, cl_mem_flags key) {
+std::shared_ptr<PoolT> pool_for(ContextState& cs, cl_mem_flags key) {
     auto& slot = cs.pools[key];
     if (!slot) {
         if (!cs.device) cs.device = opencl::context_devices(cs.ctx)[0];
-        slot = std::make_unique<PoolT>(WatchedBackend(cl::Context(cs.ctx, true), cs.device, key), RecordingCapped{});
+        slot = std::make_shared<PoolT>(WatchedBackend(cl::Context(cs.ctx, true), cs.device, key), RecordingCapped{});
     }
-    return slot.get();
+    return slot;
 }
 
 std::shared_ptr<ContextState> open_context(State& st, cl_context c) {
@@ -586,33 +586,65 @@ void* enqueue_map_buffer(cl_command_queue q, cl_mem m, cl_bool blocking, cl_map_
 // --- buffers ----------------------------------------------------------------------------------------
 
 // The pooled path; nullptr (with *err untouched) when it cannot serve the call.
+// The driver work (a miss's allocation and commit, the COPY_HOST_PTR write)
+// runs outside State::mu: a driver thread running an application callback
+// that calls the interposer must never wait for a thread that waits for it.
 static cl_mem create_pooled(State& st, cl_context c, cl_mem_flags flags, std::size_t size, void* host_ptr,
                             cl_int* err) {
-    std::lock_guard lock(st.mu);
-    auto cs = open_context(st, c);
-    if (!cs) return nullptr;  // a context created before the interposer saw it: pass through
+    std::shared_ptr<ContextState> cs;
+    std::shared_ptr<PoolT> pool;
+    cl_command_queue writer = nullptr;
+    {
+        std::lock_guard lock(st.mu);
+        cs = open_context(st, c);
+        if (!cs) return nullptr;  // a context created before the interposer saw it: pass through
+        try {
+            pool = pool_for(*cs, flags & ~CL_MEM_COPY_HOST_PTR);
+        } catch (...) {  // the context cannot be queried, invalid CLPOOL_MAX_CACHED_GB: the driver answers
+            ++st.fallbacks;
+            return nullptr;
+        }
+        if (flags & CL_MEM_COPY_HOST_PTR) {
+            cl_int e = CL_SUCCESS;
+            if (!cs->writer) cs->writer = next().clCreateCommandQueue(c, cs->device, 0, &e);
+            if (!cs->writer || next().clRetainCommandQueue(cs->writer) != CL_SUCCESS) {
+                ++st.fallbacks;
+                return nullptr;
+            }
+            writer = cs->writer;  // retained: a context closing meanwhile cannot free it under us
+        }
+    }
     PoolT::handle h;
-    PoolT* pool = nullptr;
+    bool driver_oom = false;
     try {
-        pool = pool_for(*cs, flags & ~CL_MEM_COPY_HOST_PTR);
         tl_driver_oom = false;
         try {
             h = pool->allocate(size);
         } catch (const out_of_memory&) {
-            ++st.oom_retries;
-            give_back(st, *cs);
+            {
+                std::lock_guard lock(st.mu);
+                ++st.oom_retries;
+                if (cs->open) give_back(st, *cs);
+            }
             h = pool->try_allocate(size);
         }
     } catch (...) {
-        // size above the device limit, driver errors, invalid CLPOOL_MAX_CACHED_GB: the driver answers.
+        // size above the device limit, other driver errors: the driver answers.
     }
-    if (tl_driver_oom && pool) {
+    driver_oom = tl_driver_oom;
+    cl_int write_err = CL_SUCCESS;
+    if (h && writer)
+        write_err = clEnqueueWriteBuffer(writer, h.buffer()(), CL_TRUE, 0, size, host_ptr, 0, nullptr, nullptr);
+    if (writer) next().clReleaseCommandQueue(writer);
+
+    std::lock_guard lock(st.mu);
+    if (driver_oom) {
         // The pool trimmed itself: its tombstones name buckets that are gone.
-        drop_tombstones(st, [&](const MemRec* r) { return r->pool == pool; });
+        drop_tombstones(st, [&](const MemRec* r) { return r->pool == pool.get(); });
     }
-    if (!h) {
+    if (!h || write_err != CL_SUCCESS || !cs->open) {
         ++st.fallbacks;
-        return nullptr;
+        return nullptr;  // h goes back to its pool (or to the driver, if the context closed meanwhile)
     }
     const cl_mem bucket = h.buffer()();
     MemRec* rec = nullptr;
@@ -632,21 +664,8 @@ static cl_mem create_pooled(State& st, cl_context c, cl_mem_flags flags, std::si
     rec->parent = nullptr;
     rec->live_subs = 0;
     rec->callbacks.clear();
-    rec->pool = pool;
+    rec->pool = pool.get();
     rec->block = std::move(h);
-    if (flags & CL_MEM_COPY_HOST_PTR) {
-        cl_int e = CL_SUCCESS;
-        if (!cs->writer) cs->writer = next().clCreateCommandQueue(c, cs->device, 0, &e);
-        if (e == CL_SUCCESS)
-            e = clEnqueueWriteBuffer(cs->writer, rec->mem, CL_TRUE, 0, size, host_ptr, 0, nullptr, nullptr);
-        if (e != CL_SUCCESS) {
-            rec->refs = 0;
-            rec->block.release();
-            destroy_tombstone(st, rec);
-            ++st.fallbacks;
-            return nullptr;
-        }
-    }
     if (st.trace) rec->trace_id = st.trace->alloc(cs->token, flags, size);
     if (err) *err = CL_SUCCESS;
     return rec->mem;
