@@ -10,7 +10,8 @@ export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 for src in tests/fuzz/fuzz_*.cpp; do
   name=$(basename "$src" .cpp)
   seeds=tests/fuzz/corpus/$name
-  [ -d "$seeds" ] || { echo "no seed corpus $seeds for $name"; exit 1; }
+  [ -d "$seeds" ] || seeds=tests/fuzz/corpus/${name#fuzz_}  # fuzz_trace's corpus is corpus/trace
+  [ -d "$seeds" ] || { echo "no seed corpus tests/fuzz/corpus/$name for $name"; exit 1; }
   work=build/fuzz/corpus/$name  # new inputs go here; the committed corpus is only read
   mkdir -p "$work"
   echo "--- $name: ${seconds}s from $seeds"
