@@ -1,0 +1,105 @@
+// Bad environment values: every CLPOOL_* number and switch is refused with a config_error naming the variable and value.
+//
+// Settings are read once per process, so the cases that need a variable set
+// before clpool first reads it run this binary again as a child with the
+// variable set (the "env child:" cases, skipped unless a parent asks for them).
+#include "pool_factory.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char** environ;
+
+using namespace clpool;
+using namespace clpool::test;
+
+namespace {
+
+std::string message_of(auto&& f) {
+    try {
+        f();
+    } catch (const config_error& e) {
+        return e.what();
+    }
+    return "(no config_error)";
+}
+
+// Runs this test binary with one extra variable and a test-case filter; returns its exit status.
+int run_child(const std::string& var, const std::string& filter) {
+    std::vector<std::string> env_strings;
+    for (char** e = environ; *e; ++e)
+        if (std::string(*e).rfind(var.substr(0, var.find('=') + 1), 0) != 0) env_strings.emplace_back(*e);
+    env_strings.push_back(var);
+    std::vector<char*> envp;
+    for (auto& s : env_strings) envp.push_back(s.data());
+    envp.push_back(nullptr);
+    std::string self = "/proc/self/exe", no_skip = "--no-skip", tc = "-tc=" + filter, quiet = "--minimal";
+    char* argv[] = {self.data(), no_skip.data(), tc.data(), quiet.data(), nullptr};
+    pid_t pid = 0;
+    if (posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, argv, envp.data()) != 0) return -1;
+    int status = 0;
+    if (waitpid(pid, &status, 0) != pid) return -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+}  // namespace
+
+TEST_CASE("CLPOOL_MAX_CACHED_GB: malformed, negative, non-finite and out-of-range values are refused") {
+    for (const char* bad : {"", "abc", "-1", "+4", " 4", "4 ", "4GB", "1e3", "0x10", ".5", "1.2.3", "inf", "nan",
+                            "1048577", "99999999999999999999"}) {
+        CAPTURE(bad);
+        const std::string msg = message_of([&] { (void)config::parse_gib("CLPOOL_MAX_CACHED_GB", bad); });
+        CHECK(msg.find("CLPOOL_MAX_CACHED_GB='" + std::string(bad) + "'") != std::string::npos);
+        CHECK(msg.find("1048576") != std::string::npos);  // the limit
+    }
+    CHECK(config::parse_gib("X", "0") == 0);
+    CHECK(config::parse_gib("X", "4") == (std::uint64_t{4} << 30));
+    CHECK(config::parse_gib("X", "0.5") == (std::uint64_t{1} << 29));
+    CHECK(config::parse_gib("X", "1048576") == (std::uint64_t{1} << 50));
+}
+
+TEST_CASE("CLPOOL_PINNED_H2D and CLPOOL_ASYNC_H2D: only 0/1, false/true, off/on, no/yes") {
+    for (const char* bad : {"", "2", "-1", "TRUE", "On", " 1", "1 ", "yes!", "enable"}) {
+        CAPTURE(bad);
+        const std::string msg = message_of([&] { (void)config::parse_bool("CLPOOL_ASYNC_H2D", bad); });
+        CHECK(msg.find("CLPOOL_ASYNC_H2D='" + std::string(bad) + "'") != std::string::npos);
+        CHECK(msg.find("0 or 1") != std::string::npos);
+    }
+    for (const char* yes : {"1", "true", "on", "yes"}) CHECK(config::parse_bool("X", yes));
+    for (const char* no : {"0", "false", "off", "no"}) CHECK_FALSE(config::parse_bool("X", no));
+}
+
+TEST_CASE("a setting read once keeps its error: every use reports it, none falls back silently") {
+    REQUIRE(setenv("CLPOOL_TEST_ONLY_GB", "lots", 1) == 0);
+    const auto s = config::read_setting<std::uint64_t>("CLPOOL_TEST_ONLY_GB", 7, config::parse_gib);
+    unsetenv("CLPOOL_TEST_ONLY_GB");
+    for (int i = 0; i < 2; ++i) CHECK_THROWS_WITH_AS(s.get(), doctest::Contains("CLPOOL_TEST_ONLY_GB='lots'"), config_error);
+    const auto unset = config::read_setting<std::uint64_t>("CLPOOL_TEST_ONLY_GB", 7, config::parse_gib);
+    CHECK(unset.get() == 7);
+}
+
+// The child halves: they assert what a process started with the variable sees.
+TEST_CASE("env child: an invalid CLPOOL_MAX_CACHED_GB stops capped pools, not the others" * doctest::skip()) {
+    CHECK_THROWS_WITH_AS(Capped(), doctest::Contains("CLPOOL_MAX_CACHED_GB='12x'"), config_error);
+    CHECK_THROWS_AS(host::PersistentBufferPool(HostBackend{}), config_error);
+    host::BufferPool unlimited{HostBackend{}};  // no cap to read: unaffected
+    CHECK(unlimited.allocate(100));
+}
+TEST_CASE("env child: CLPOOL_MAX_CACHED_GB=0.25 caps capped pools at 256 MiB" * doctest::skip()) {
+    CHECK(Capped().max_bytes == (std::size_t{1} << 28));
+    CHECK(host::PersistentBufferPool(HostBackend{}).limits().max_cached_bytes() == (std::size_t{1} << 28));
+}
+
+TEST_CASE("a process started with a bad CLPOOL_MAX_CACHED_GB gets config_error from capped pools") {
+    CHECK(run_child("CLPOOL_MAX_CACHED_GB=12x", "env child: an invalid*") == 0);
+    CHECK(run_child("CLPOOL_MAX_CACHED_GB=0.25", "env child: CLPOOL_MAX_CACHED_GB=0.25*") == 0);
+    // The child really checks: with the other value it fails.
+    CHECK(run_child("CLPOOL_MAX_CACHED_GB=4", "env child: CLPOOL_MAX_CACHED_GB=0.25*") != 0);
+}
