@@ -1,7 +1,7 @@
 // Stress: 8 threads, a million operations or more per pool, every lock policy, on mock, host and OpenCL backends.
 //
 // Built as its own binary (clpool_stress), not in clpool_tests: ctest runs it
-// at CLPOOL_STRESS_SCALE=0.02 (also under ASan and TSan), .ci/steps.d/40-stress.sh
+// at CLPOOL_STRESS_SCALE=0.02 (also under ASan and TSan), .ci/steps.d/45-stress.sh
 // at full scale. docs/RELIABILITY.md has the numbers and why OpenCL runs fewer.
 //
 // Counts: 1,000,000 allocations (each with its release: 2M operations) per
@@ -13,6 +13,8 @@
 // owner stamps its own token through the buffer and checks it is still there
 // just before it releases (a second owner's stamps would overwrite it).
 #include "pool_factory.hpp"
+
+#include <clpool/policies/thread_cached.hpp>
 
 #include <doctest/doctest.h>
 
@@ -354,7 +356,7 @@ const Capped stress_caps{1 << 20, 4};
 // The mock backend counts every driver allocation: at the end it must hold
 // exactly what the pool says it holds, and nothing once the pool is gone.
 TEST_CASE_TEMPLATE("stress: mock backend, capped, 8 threads, 1M allocations" * doctest::timeout(600), Locks, NoLock,
-                   SingleMutex, Striped<4>, Striped<16>) {
+                   SingleMutex, Striped<4>, Striped<16>, ThreadCached<8, SingleMutex>, ThreadCached<4, Striped<4>>) {
     using P = Pool<PowerOfTwoBuckets, DeviceLocal, Capped, Locks, MockBackend>;
     auto ledger = std::make_shared<Ledger>();
     const std::size_t allocations = scaled(1'000'000) / thread_count * thread_count;
@@ -375,7 +377,7 @@ TEST_CASE_TEMPLATE("stress: mock backend, capped, 8 threads, 1M allocations" * d
 }
 
 TEST_CASE_TEMPLATE("stress: host backend, unlimited, 8 threads, 1M allocations" * doctest::timeout(600), Locks,
-                   NoLock, SingleMutex, Striped<4>, Striped<16>) {
+                   NoLock, SingleMutex, Striped<4>, Striped<16>, ThreadCached<8, SingleMutex>) {
     using P = Pool<FixedSetBuckets, HostPinned, Unlimited, Locks, HostBackend>;
     const std::size_t allocations = scaled(1'000'000) / thread_count * thread_count;
     P pool{HostBackend{}};
@@ -389,7 +391,7 @@ TEST_CASE_TEMPLATE("stress: host backend, unlimited, 8 threads, 1M allocations" 
 #ifdef CLPOOL_HAS_OPENCL
 // Device-local pools: stamps by enqueueWrite/ReadBuffer (head and tail only).
 TEST_CASE_TEMPLATE("stress: OpenCL device-local, capped, 8 threads" * doctest::timeout(600), Locks, NoLock,
-                   Striped<16>) {
+                   Striped<16>, ThreadCached<8, SingleMutex>) {
     using P = Pool<PowerOfTwoBuckets, DeviceLocal, Capped, Locks, OpenCLBackend>;
     const std::size_t allocations = scaled(500'000) / thread_count * thread_count;
     P pool(OpenCLBackend(OpenCLEnv::get().context), stress_caps);
