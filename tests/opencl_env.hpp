@@ -2,6 +2,11 @@
 // Finding no platform is a test failure, never a skip.
 #pragma once
 
+// Nothing here in a build without OpenCL (CLPOOL_WITH_OPENCL=OFF): a suite
+// that includes it compiles its OpenCL cases out with CLPOOL_HAS_OPENCL.
+#include <clpool/detail/has_opencl.hpp>
+#ifdef CLPOOL_HAS_OPENCL
+
 #include <clpool/opencl.hpp>
 
 #include <doctest/doctest.h>
@@ -55,3 +60,5 @@ private:
 };
 
 }  // namespace clpool::test
+
+#endif  // CLPOOL_HAS_OPENCL
