@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #if __has_include(<pthread.h>)
 #include <pthread.h>
@@ -56,12 +57,12 @@ void abandon_backend(B& backend) noexcept {
 }
 
 // Why a pool of `generation` refuses work: the clear error for the caller.
-[[noreturn]] inline void refuse_work(std::uint32_t generation, const char* pool_name) {
+[[noreturn]] inline void refuse_work(std::uint32_t generation, std::string_view pool_name) {
     if (!same_process(generation))
-        throw usage_error(std::string("clpool: this ") + pool_name +
+        throw usage_error("clpool: this " + std::string(pool_name) +
                           " pool was created before fork() in the parent process; a child process must "
                           "create its own pools (get_buffer_pool and select_device give fresh ones in the child)");
-    throw usage_error(std::string("clpool: ") + pool_name +
+    throw usage_error("clpool: " + std::string(pool_name) +
                       " pool used after clpool::shutdown(); no pool accepts work once shutdown() has run");
 }
 
