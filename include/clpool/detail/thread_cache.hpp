@@ -1,6 +1,8 @@
 // thread_cache: the per-thread magazines behind the ThreadCached lock policy.
 #pragma once
 
+#include <clpool/detail/process_state.hpp>
+
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -43,6 +45,10 @@ struct magazine_base {
     void (*flush)(magazine_base*) noexcept = nullptr;  // gives every buffer back to `pool` (lock held)
     void (*destroy)(magazine_base*) noexcept = nullptr;
     std::atomic<int> refs{2};
+    // The fork generation it was made in. In a fork child a parent's magazine
+    // is never locked or flushed: a parent thread may have held its lock, or
+    // its pool's, at the fork, and that thread does not exist here. It leaks.
+    const std::uint32_t generation = fork_generation();
 
     void drop() noexcept {
         if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) destroy(this);
@@ -75,6 +81,7 @@ struct thread_magazines {
     ~thread_magazines() {
         thread_magazines_gone = true;
         for (auto& e : entries) {
+            if (!same_process(e.mag->generation)) continue;
             {
                 std::lock_guard g(e.mag->lock);
                 if (e.mag->pool) {
@@ -89,6 +96,7 @@ struct thread_magazines {
     // Forgets magazines whose pool has been destroyed.
     void prune() noexcept {
         std::erase_if(entries, [](const entry& e) {
+            if (!same_process(e.mag->generation)) return true;  // a fork parent's: forget, never lock
             if (!e.mag->detached()) return false;
             e.mag->drop();
             return true;
