@@ -62,7 +62,7 @@ TEST_CASE("a valid trace parses into events, frees carrying their alloc's size")
 }
 
 TEST_CASE("CRLF line ends, blank lines and comments are accepted") {
-    const Trace t = parse_trace("clpool-trace 1\r\n\r\n# c\r\n5 alloc 1 0xA 0X1 10\r\n6 free 1\r\n");
+    const Trace t = parse_trace("clpool-trace 1\r\n\r\n# c\r\n5 alloc 1 0xA 0X1 10\r\n5 free 1\r\n");
     REQUIRE(t.events.size() == 2);
     CHECK(t.events[0].ctx == 0xA);
     CHECK(t.events[1].line == 5);
@@ -96,6 +96,8 @@ TEST_CASE("each malformed line is an error naming its line and what was expected
         {"clpool-trace 1\n1 alloc 1 0x1 0x1 99999999999999999999\n", 2, "bad size"},  // overflows 64 bits
         {"clpool-trace 1\n1 alloc 1 0x1 0x10000000000000000 8\n", 2, "bad flags"},
         {"clpool-trace 1\n1 free 4\n", 2, "free of id 4, which is not live"},
+        {"clpool-trace 1\n1 alloc 1 0x1 0x1 0\n", 2, "size 0; expected at least 1 byte"},
+        {"clpool-trace 1\n9 alloc 1 0x1 0x1 8\n# c\n8 free 1\n", 4, "time 8 is before 9 on line 2"},
         {"clpool-trace 1\n1 alloc 4 0x1 0x1 8\n2 free 4\n3 free 4\n", 4, "free of id 4, which is not live"},
         {"clpool-trace 1\n1 alloc 4 0x1 0x1 8\n# x\n2 alloc 4 0x2 0x1 8\n", 4,
          "alloc of id 4, which is still live (allocated on line 2)"},

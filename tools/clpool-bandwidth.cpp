@@ -93,7 +93,8 @@ int main(int argc, char** argv) {
     std::size_t reps = 5, warmup = 1;
     bool quiet = false;
     app.add_option("-d,--device", device,
-                   "auto, gpu, cpu or P:D (as clpool-info lists them); default: CLPOOL_DEVICE, else auto");
+                   "an OpenCL device: auto, gpu, cpu, N, P:D (as clpool-info lists them), TEXT\n"
+                   "(docs/DEVICES.md); default: CLPOOL_DEVICE, else auto");
     app.add_option("--min", min_text, "smallest transfer (e.g. 4KiB)")->check(byte_size())->capture_default_str();
     app.add_option("--max", max_text, "largest transfer, capped at the device's max allocation")
         ->check(byte_size())
@@ -144,7 +145,7 @@ int main(int argc, char** argv) {
             }
         }
 
-        const DeviceChoice choice = choose_device(device_spec(device), list_devices());
+        const DeviceChoice choice = choose_device(device_spec(device), list_device_facts());
         if (choice.host)
             throw input_error(std::string("clpool-bandwidth measures host<->device copies and needs an OpenCL device (") +
                               choice.why + "); install an OpenCL driver (e.g. pocl-opencl-icd) or pick one with --device");

@@ -177,7 +177,8 @@ int main(int argc, char** argv) {
     bool list_only = false;
     app.add_option("-d,--device", device,
                    "the device to measure: auto (a GPU, else any OpenCL device, else the host backend), gpu,\n"
-                   "cpu, host, or P:D as listed; default: CLPOOL_DEVICE, else auto");
+                   "cpu, host, N, P:D as listed, platform:TEXT, device:TEXT or TEXT (docs/DEVICES.md);\n"
+                   "default: CLPOOL_DEVICE, else auto");
     app.add_option("-s,--size", size_text, "buffer size for the measurements (e.g. 4KiB, 64MiB)")
         ->check(byte_size())
         ->capture_default_str();
@@ -190,7 +191,7 @@ int main(int argc, char** argv) {
     return run_tool(app, argc, argv, [&]() -> int {
         const std::size_t bytes = static_cast<std::size_t>(*parse_bytes(size_text));
         if (bytes == 0) throw input_error("--size 0: measurements need at least one byte");
-        const auto devices = list_devices();
+        const auto devices = list_device_facts();
         nlohmann::json j;
         j["devices"] = nlohmann::json::array();
         auto& os = std::cout;
@@ -201,14 +202,14 @@ int main(int argc, char** argv) {
             os << "OpenCL: no platform found (no ICD installed?); the host backend will be measured\n";
         } else {
             os << "OpenCL devices:\n";
-            Table t({"id", "platform", "device", "type", "unified", "fp16", "max alloc", "align", "global mem"});
+            Table t({"P:D", "platform", "device", "type", "unified", "fp16", "max alloc", "align", "global mem"});
             for (const auto& d : devices) {
                 const std::string id = std::to_string(d.platform_index) + ":" + std::to_string(d.device_index);
                 t.add({id, d.platform, d.name, d.type, d.unified ? "yes" : "no", d.fp16 ? "yes" : "no",
                        format_bytes(static_cast<double>(d.max_alloc)), std::to_string(d.align_bytes) + " B",
                        format_bytes(static_cast<double>(d.global_mem))});
                 j["devices"].push_back({{"id", id}, {"platform", d.platform}, {"name", d.name}, {"type", d.type},
-                                        {"version", d.version}, {"unified_memory", d.unified}, {"fp16", d.fp16},
+                                        {"index", d.index}, {"unified_memory", d.unified}, {"fp16", d.fp16},
                                         {"max_alloc_bytes", d.max_alloc}, {"base_align_bytes", d.align_bytes},
                                         {"global_mem_bytes", d.global_mem}});
             }

@@ -109,7 +109,7 @@ int main(int argc, char** argv) {
     app.add_option("-d,--device", device,
                    "where pools get memory: host (default; aligned host memory), sim (accounting only,\n"
                    "no memory: for traces larger than this machine), or an OpenCL device:\n"
-                   "auto, gpu, cpu, P:D (as clpool-info lists them)")
+                   "auto, gpu, cpu, N, P:D (as clpool-info lists them), TEXT (docs/DEVICES.md)")
         ->capture_default_str();
     app.add_option("--json", json_path, "also write the results as JSON to PATH ('-': standard output)");
     app.add_option("--svg", svg_path, "write a plot of bytes held over the trace, one line per configuration");
@@ -138,7 +138,7 @@ int main(int argc, char** argv) {
         if (device == "sim") {
             target.what = replay::Target::type::sim;
         } else {
-            const DeviceChoice choice = choose_device(device, list_devices());
+            const DeviceChoice choice = choose_device({device, "--device"}, list_device_facts());
             if (!choice.host) {
 #ifdef CLPOOL_HAS_OPENCL
                 DeviceSession session(choice.facts.id);

@@ -46,9 +46,9 @@ inline const CLI::Validator& byte_size() {
 }
 
 // Parses argv with `app`, then runs `body`, mapping outcomes to exit codes:
-// --help prints to stdout and returns 0; a parse error, input_error,
-// device_spec_error or config_error prints "<tool>: <what>" and a hint to
-// stderr and returns 2; any other exception returns 1.
+// --help prints to stdout and returns 0; a parse error, input_error or
+// config_error (a bad --device / CLPOOL_DEVICE / CLPOOL_* value) prints
+// "<tool>: <what>" and a hint to stderr and returns 2; any other exception returns 1.
 template <class Body>
 int run_tool(CLI::App& app, int argc, char** argv, Body&& body) {
     const std::string name = app.get_name();
@@ -69,11 +69,8 @@ int run_tool(CLI::App& app, int argc, char** argv, Body&& body) {
     } catch (const input_error& e) {
         std::cerr << name << ": " << e.what() << '\n';
         return exit_bad_input;
-    } catch (const device_spec_error& e) {
-        std::cerr << name << ": " << e.what() << "\nPick one with --device (or CLPOOL_DEVICE); 'clpool-info' lists them.\n";
-        return exit_bad_input;
     } catch (const clpool::config_error& e) {
-        std::cerr << name << ": " << e.what() << '\n';
+        std::cerr << name << ": " << e.what() << "\nFix the value (docs/CONFIGURATION.md); 'clpool-info --list' lists the devices.\n";
         return exit_bad_input;
     } catch (const std::bad_alloc& e) {
         std::cerr << name << ": out of memory: " << e.what() << "\nTry smaller sizes (--max) or a smaller trace.\n";

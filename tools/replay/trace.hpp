@@ -88,8 +88,9 @@ inline constexpr std::string_view trace_header = "clpool-trace 1";
 
 // Parses a whole trace. Lines end in "\n" (a "\r" before it is dropped);
 // blank lines and lines starting with '#' are skipped. Checks the header,
-// the op, the field count, every number, and that ids pair up: an alloc of a
-// live id and a free of an id that is not live are errors.
+// the op, the field count, every number, that times never decrease and
+// sizes are at least 1 (docs/TRACE_FORMAT.md), and that ids pair up: an
+// alloc of a live id and a free of an id that is not live are errors.
 // Returns the events in file order. Throws trace_error (only) for a malformed
 // trace, naming the line and what was expected; std::bad_alloc if memory runs out.
 // Cost: O(length of text). Thread-safe (no shared state).
@@ -98,6 +99,8 @@ inline Trace parse_trace(std::string_view text) {
     std::unordered_map<std::uint64_t, std::size_t> live;  // id -> index of its alloc event
     std::size_t line_no = 0;
     bool header_seen = false;
+    std::uint64_t last_t = 0;
+    std::size_t last_t_line = 0;
     std::vector<std::string_view> fields;
     while (!text.empty()) {
         const std::size_t nl = text.find('\n');
@@ -136,6 +139,11 @@ inline Trace parse_trace(std::string_view text) {
         if (!detail::parse_dec(fields[0], e.t_ns))
             throw fail("bad time '" + std::string(fields[0].substr(0, 40)) +
                        "'; expected a decimal count of nanoseconds (field 1)");
+        if (last_t_line && e.t_ns < last_t)
+            throw fail("time " + std::to_string(e.t_ns) + " is before " + std::to_string(last_t) + " on line " +
+                       std::to_string(last_t_line) + "; expected times that never decrease");
+        last_t = e.t_ns;
+        last_t_line = line_no;
         if (fields[1] == "alloc") {
             if (fields.size() != 6)
                 throw fail("alloc has " + std::to_string(fields.size()) +
@@ -152,6 +160,7 @@ inline Trace parse_trace(std::string_view text) {
             if (!detail::parse_dec(fields[5], e.bytes))
                 throw fail("bad size '" + std::string(fields[5].substr(0, 40)) +
                            "'; expected a decimal byte count (field 6)");
+            if (e.bytes == 0) throw fail("size 0; expected at least 1 byte (field 6)");
             auto [it, fresh] = live.try_emplace(e.id, trace.events.size());
             if (!fresh)
                 throw fail("alloc of id " + std::to_string(e.id) + ", which is still live (allocated on line " +
