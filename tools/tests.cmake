@@ -60,6 +60,14 @@ clpool_tool_test(info.host COMMAND ${info} --device host --size 256KiB --reps 3
   "BufferPool: hits=[1-9]")
 clpool_tool_test(info.env_host ENV CLPOOL_DEVICE=host COMMAND ${info} --list STDOUT "chosen: host backend")
 if(CLPOOL_WITH_OPENCL)
+  # No platform at run time (the ICD loader pointed at an empty folder): the host backend serves.
+  file(MAKE_DIRECTORY ${o}/empty-icd)
+  clpool_tool_test(info.no_platform ENV OCL_ICD_VENDORS=${o}/empty-icd COMMAND ${info} --size 64KiB --reps 2
+    STDOUT "OpenCL: no platform found" "chosen: host backend" "recommended: clpool::host::BufferPool")
+  clpool_tool_test(bandwidth.no_platform RC 2 ENV OCL_ICD_VENDORS=${o}/empty-icd COMMAND $<TARGET_FILE:clpool-bandwidth>
+    STDERR "needs an OpenCL device" "pocl-opencl-icd")
+  clpool_tool_test(replay.no_platform ENV OCL_ICD_VENDORS=${o}/empty-icd COMMAND ${replay}
+    ${CLPOOL_TRACES}/small.trace --device auto --no-buckets STDOUT "backend: host backend" "\nBufferPool +33\\.3% +6 +3 ")
   # An OpenCL platform must exist (CI has PoCL): the listing and the measurement run on it.
   clpool_tool_test(info.list COMMAND ${info} --list --json ${o}/info-list.json
     STDOUT "OpenCL devices:" "chosen: 0:0 "
