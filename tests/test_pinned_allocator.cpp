@@ -1,4 +1,6 @@
 // PinnedAllocator: std containers on mapped pinned pool buffers, with a pointer valid until deallocate.
+#include <clpool/clpool.hpp>  // defines CLPOOL_HAS_OPENCL where the OpenCL parts are built
+#ifdef CLPOOL_HAS_OPENCL
 #include "opencl_env.hpp"
 
 #include <clpool/pinned_allocator.hpp>
@@ -96,3 +98,5 @@ TEST_CASE("get_pinned_pool(queue) backs the queue constructor") {
     pinned_vector<char> v(5000, 'x', a);
     CHECK(v[4999] == 'x');
 }
+
+#endif  // CLPOOL_HAS_OPENCL

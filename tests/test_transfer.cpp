@@ -1,4 +1,6 @@
 // upload/download: every path moves exactly the bytes asked for, byte for byte, and refuses bad ranges.
+#include <clpool/clpool.hpp>  // defines CLPOOL_HAS_OPENCL where the OpenCL parts are built
+#ifdef CLPOOL_HAS_OPENCL
 #include "opencl_env.hpp"
 
 #include <clpool/pinned_allocator.hpp>
@@ -7,6 +9,7 @@
 #include <doctest/doctest.h>
 
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -256,7 +259,8 @@ TEST_CASE("CLPOOL_PINNED_H2D / CLPOOL_ASYNC_H2D values parse or fail naming the 
     // The process's own value: the default, the value given, or (ctest runs
     // this case once with CLPOOL_PINNED_H2D=maybe) a config_error on every use.
     const char* env = std::getenv("CLPOOL_PINNED_H2D");
-    bool valid = true, value = true;
+    bool valid = true;
+    std::optional<bool> value;  // unset: decided per device
     if (env) {
         try {
             value = config::parse_bool("CLPOOL_PINNED_H2D", env);
@@ -282,6 +286,67 @@ TEST_CASE("CLPOOL_PINNED_H2D / CLPOOL_ASYNC_H2D values parse or fail naming the 
     }
 }
 
+TEST_CASE("CLPOOL_ASYNC_H2D=0 makes uploads without an override blocking") {
+    const char* a = std::getenv("CLPOOL_ASYNC_H2D");
+    CHECK(config::async_h2d() == (a ? config::parse_bool("CLPOOL_ASYNC_H2D", a) : true));
+    if (config::async_h2d()) return;  // ctest runs this case with CLPOOL_ASYNC_H2D=0
+    auto& env = OpenCLEnv::get();
+    BufferPool device(env.context);
+    const std::size_t n = 1 << 20;
+    auto dev = device.allocate(n);
+    const auto src = pattern(n, 21);
+    for (bool stage : {true, false}) {
+        TransferOptions o;
+        o.stage = stage;
+        cl_int s = CL_QUEUED;
+        const cl::Event e = upload(env.queue, dev, 0, src.data(), n, o);
+        clGetEventInfo(e(), CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof s, &s, nullptr);
+        CHECK(s == CL_COMPLETE);
+    }
+}
+
+TEST_CASE("with no override, staging follows the device: off where it shares host memory") {
+    auto& env = OpenCLEnv::get();
+    if (std::getenv("CLPOOL_PINNED_H2D")) return;  // the variable decides instead (the case above)
+    BufferPool device(env.context);
+    PinnedBufferPool staging(env.context);
+    const std::size_t n = 2 << 20;
+    auto dev = device.allocate(n);
+    const auto src = pattern(n, 11);
+    TransferOptions o;
+    o.staging_pool = &staging;
+    upload(env.queue, dev, 0, src.data(), n, o).wait();
+    CHECK((staging.stats().misses > 0) == !staging.backend().unified_memory());
+    CHECK(read_all(dev.buffer(), n) == src);
+}
+
+TEST_CASE("chunks: at most chunk_bytes, a short transfer cut in staging_buffers pieces, never below 64 KiB") {
+    TransferOptions o;
+    o.chunk_bytes = 4 << 20;
+    o.staging_buffers = 4;
+    CHECK(detail::chunk_for(64 << 20, o) == (4u << 20));
+    CHECK(detail::chunk_for(16 << 20, o) == (4u << 20));
+    CHECK(detail::chunk_for(1 << 20, o) == (256u << 10));
+    CHECK(detail::chunk_for((1 << 20) + 1, o) == (512u << 10));
+    CHECK(detail::chunk_for(100 << 10, o) == (64u << 10));
+    CHECK(detail::chunk_for(1000, o) == 1000);
+    o.staging_buffers = 3;
+    CHECK(detail::chunk_for(12 << 20, o) == (4u << 20));
+    CHECK(detail::chunk_for(3 << 20, o) == (1u << 20));
+    CHECK(detail::chunk_for(1 << 20, o) == (512u << 10));  // 341 KiB rounds up: 2 chunks on 3 buffers
+    o.chunk_bytes = 100000;  // not a power of two: still the cap
+    CHECK(detail::chunk_for(1 << 30, o) == 100000);
+    // Never more chunks than buffers below staging_buffers * chunk_bytes.
+    for (unsigned b = 2; b <= 8; ++b) {
+        o.staging_buffers = b;
+        o.chunk_bytes = 4 << 20;
+        for (std::size_t n = 1; n <= b * o.chunk_bytes; n = n * 3 + 1) {
+            const std::size_t c = detail::chunk_for(n, o);
+            CHECK((n + c - 1) / c <= b);
+        }
+    }
+}
+
 TEST_CASE("parallel host copies are exact for odd sizes and part counts") {
     for (std::size_t n : {std::size_t{1}, std::size_t{300000}, std::size_t{(1 << 20) + 4097}, std::size_t{5 << 20}}) {
         for (unsigned parts : {1u, 2u, 3u, 8u}) {
@@ -294,3 +359,5 @@ TEST_CASE("parallel host copies are exact for odd sizes and part counts") {
         }
     }
 }
+
+#endif  // CLPOOL_HAS_OPENCL

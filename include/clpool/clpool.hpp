@@ -22,8 +22,10 @@
 #define CLPOOL_HAS_OPENCL 1
 #include <clpool/dropin.hpp>
 #include <clpool/opencl.hpp>
+#include <clpool/pinned_allocator.hpp>
 #include <clpool/registry.hpp>
 #include <clpool/shape_mirror.hpp>
+#include <clpool/transfer.hpp>
 #endif
 
 // Devices and the process lifecycle (with or without OpenCL).

@@ -78,11 +78,14 @@ inline std::uint64_t max_cached_bytes() {
     return s.get();
 }
 
-// CLPOOL_PINNED_H2D: 1 (default) stages pageable host<->device copies through
+// CLPOOL_PINNED_H2D: 1 stages large pageable host<->device copies through
 // pinned buffers; 0 sends them straight to enqueueWrite/ReadBuffer (integrated
-// GPUs, where the device shares host memory). Throws config_error if invalid.
-inline bool pinned_h2d() {
-    static const auto s = read_setting<bool>("CLPOOL_PINNED_H2D", true, parse_bool);
+// GPUs and CPU devices, where the device shares host memory). Unset (nullopt):
+// stage unless the device reports host-unified memory. Throws config_error if invalid.
+inline std::optional<bool> pinned_h2d() {
+    static const auto s = read_setting<std::optional<bool>>(
+        "CLPOOL_PINNED_H2D", std::nullopt,
+        [](std::string_view name, std::string_view text) { return std::optional<bool>(parse_bool(name, text)); });
     return s.get();
 }
 

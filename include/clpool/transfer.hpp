@@ -26,8 +26,9 @@ namespace clpool {
 struct TransferOptions {
     // Where staging buffers come from; nullptr: get_pinned_pool(queue).
     PinnedBufferPool* staging_pool = nullptr;
-    // Bytes per staging chunk, and how many staging buffers rotate (2..8):
-    // the host fills chunk i+1 while the device copies chunk i.
+    // The largest staging chunk, and how many staging buffers rotate (2..8):
+    // the host fills chunk i+1 while the device copies chunk i. A transfer of
+    // fewer chunks than buffers is cut in staging_buffers pieces (>= 64 KiB).
     std::size_t chunk_bytes = std::size_t{4} << 20;
     unsigned staging_buffers = 3;
     // Transfers of at most this many bytes go direct: for them the extra host
@@ -39,8 +40,9 @@ struct TransferOptions {
     // buffer of your own): go direct. PinnedAllocator memory is recognised
     // without this.
     bool host_is_pinned = false;
-    // Overrides of CLPOOL_PINNED_H2D (stage pageable memory) and, for uploads,
-    // CLPOOL_ASYNC_H2D (return before the copy is done); unset: the variable.
+    // Overrides of CLPOOL_PINNED_H2D (stage pageable memory; unset too: stage
+    // unless the device shares host memory) and, for uploads, of
+    // CLPOOL_ASYNC_H2D (return before the copy is done).
     std::optional<bool> stage;
     std::optional<bool> async;
     // Events the transfer waits for before touching the device buffer.
@@ -148,9 +150,41 @@ inline cl::Event all_of(const cl::CommandQueue& q, const std::vector<cl::Event>&
     return cl::Event(ev, false);
 }
 
+// Pageable, large enough, not known pinned: a candidate for staging.
+inline bool may_stage(const void* host, std::size_t n, const TransferOptions& o) {
+    if (n <= o.direct_max_bytes || o.host_is_pinned) return false;
+    if (o.stage == false) return false;
+    return !pinned_ranges::instance().contains(host, n);
+}
+
+// The staging pool if this transfer stages, else nullptr: o.stage, else
+// CLPOOL_PINNED_H2D, else "the device does not share host memory" (on a CPU
+// device or an integrated GPU a staging copy is pure extra work).
+inline PinnedBufferPool* staging_pool_for(const cl::CommandQueue& q, const void* host, std::size_t n,
+                                          const TransferOptions& o) {
+    if (!may_stage(host, n, o)) return nullptr;
+    const std::optional<bool> env = config::pinned_h2d();
+    if (!o.stage && env == false) return nullptr;
+    auto& pool = o.staging_pool ? *o.staging_pool : get_pinned_pool(q);
+    if (!o.stage && !env && pool.backend().unified_memory()) return nullptr;
+    return &pool;
+}
+
+// The chunk a transfer of n bytes uses: o.chunk_bytes, but a transfer of
+// fewer chunks than staging buffers is cut in staging_buffers pieces (power-
+// of-two sizes, so staging buffers fill their pool buckets exactly; at least
+// 64 KiB), so the host copy of one chunk still overlaps the device copy of
+// another, and such a transfer never waits on the host for its own copies.
+inline std::size_t chunk_for(std::size_t n, const TransferOptions& o) {
+    std::size_t piece = 64 * 1024;
+    const std::size_t want = (n + o.staging_buffers - 1) / o.staging_buffers;
+    while (piece < want && piece < o.chunk_bytes) piece *= 2;
+    return std::min({o.chunk_bytes, piece, n});
+}
+
 inline cl::Event staged_upload(const cl::CommandQueue& q, PinnedBufferPool& pool, const cl::Buffer& dev,
                                std::size_t dev_off, const char* src, std::size_t n, const TransferOptions& o) {
-    const std::size_t chunk = std::min(o.chunk_bytes, n);
+    const std::size_t chunk = chunk_for(n, o);
     const std::size_t chunks = (n + chunk - 1) / chunk;
     const std::size_t k = std::min<std::size_t>(o.staging_buffers, chunks);
     const unsigned threads = o.copy_threads ? o.copy_threads : copy_workers::default_parts();
@@ -186,7 +220,7 @@ inline cl::Event staged_upload(const cl::CommandQueue& q, PinnedBufferPool& pool
 
 inline cl::Event staged_download(const cl::CommandQueue& q, PinnedBufferPool& pool, char* dst, const cl::Buffer& dev,
                                  std::size_t dev_off, std::size_t n, const TransferOptions& o) {
-    const std::size_t chunk = std::min(o.chunk_bytes, n);
+    const std::size_t chunk = chunk_for(n, o);
     const std::size_t chunks = (n + chunk - 1) / chunk;
     const std::size_t k = std::min<std::size_t>(o.staging_buffers, chunks);
     const unsigned threads = o.copy_threads ? o.copy_threads : copy_workers::default_parts();
@@ -224,12 +258,6 @@ inline cl::Event staged_download(const cl::CommandQueue& q, PinnedBufferPool& po
     return last;  // complete: the bytes are already in dst
 }
 
-inline bool staging_wanted(const void* host, std::size_t n, const TransferOptions& o) {
-    if (n <= o.direct_max_bytes || o.host_is_pinned) return false;
-    if (!o.stage.value_or(config::pinned_h2d())) return false;
-    return !pinned_ranges::instance().contains(host, n);
-}
-
 }  // namespace detail
 
 // Copies n bytes from host memory `src` into `dst` at byte offset dst_offset,
@@ -237,8 +265,9 @@ inline bool staging_wanted(const void* host, std::size_t n, const TransferOption
 // Returns an event that completes when the whole copy has reached the device.
 //
 // Paths: pinned host memory (a PinnedAllocator container, or
-// o.host_is_pinned), transfers of at most o.direct_max_bytes, and
-// CLPOOL_PINNED_H2D=0 go straight to clEnqueueWriteBuffer. Larger pageable
+// o.host_is_pinned), transfers of at most o.direct_max_bytes, CLPOOL_PINNED_H2D=0,
+// and devices with host-unified memory (CPU, integrated GPU; unless
+// CLPOOL_PINNED_H2D=1 or o.stage) go straight to clEnqueueWriteBuffer. Larger pageable
 // sources are copied chunk by chunk into pinned staging buffers (from
 // o.staging_pool or get_pinned_pool(queue)) while earlier chunks move; the
 // call returns once the last chunk is in staging, so `src` may be reused at
@@ -246,7 +275,9 @@ inline bool staging_wanted(const void* host, std::size_t n, const TransferOption
 // its copy completed. On the direct pageable path `src` must stay unchanged
 // until the event completes (as with any non-blocking enqueueWriteBuffer),
 // unless the upload is blocking (CLPOOL_ASYNC_H2D=0 or o.async=false: the
-// call returns when the copy is done).
+// call returns when the copy is done). A staged upload of more than
+// staging_buffers * chunk_bytes waits on the host for earlier chunks' copies:
+// if o.wait_for never completes, such a call never returns.
 //
 // Throws size_error (the range runs past dst), std::invalid_argument (null
 // src), config_error (bad options or CLPOOL_* value), driver_error, and the
@@ -262,9 +293,8 @@ inline cl::Event upload(const cl::CommandQueue& queue, const cl::Buffer& dst, st
     const bool blocking = !o.async.value_or(config::async_h2d());
     if (n == 0) return detail::all_of(queue, o.wait_for);
     cl::Event done;
-    if (detail::staging_wanted(src, n, o)) {
-        auto& pool = o.staging_pool ? *o.staging_pool : get_pinned_pool(queue);
-        done = detail::staged_upload(queue, pool, dst, dst_offset, static_cast<const char*>(src), n, o);
+    if (PinnedBufferPool* pool = detail::staging_pool_for(queue, src, n, o)) {
+        done = detail::staged_upload(queue, *pool, dst, dst_offset, static_cast<const char*>(src), n, o);
         if (blocking) detail::wait(done);
     } else {
         done = detail::direct(queue, true, dst, dst_offset, const_cast<void*>(src), n, blocking, o.wait_for);
@@ -287,9 +317,8 @@ inline cl::Event download(const cl::CommandQueue& queue, void* dst, const cl::Bu
     detail::validate_options(o);
     detail::check_range(src_offset, n, detail::buffer_size(src), dst);
     if (n == 0) return detail::all_of(queue, o.wait_for);
-    if (detail::staging_wanted(dst, n, o)) {
-        auto& pool = o.staging_pool ? *o.staging_pool : get_pinned_pool(queue);
-        return detail::staged_download(queue, pool, static_cast<char*>(dst), src, src_offset, n, o);
+    if (PinnedBufferPool* pool = detail::staging_pool_for(queue, dst, n, o)) {
+        return detail::staged_download(queue, *pool, static_cast<char*>(dst), src, src_offset, n, o);
     }
     return detail::direct(queue, false, src, src_offset, dst, n, false, o.wait_for);
 }
