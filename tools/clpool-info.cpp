@@ -186,7 +186,8 @@ int main(int argc, char** argv) {
         ->check(CLI::Range(std::size_t{1}, std::size_t{100000}))
         ->capture_default_str();
     app.add_flag("-l,--list", list_only, "list devices only; measure nothing");
-    app.add_option("--json", json_path, "also write everything as JSON to PATH ('-': standard output)");
+    app.add_option("--json", json_path, "also write everything as JSON to PATH ('-': standard output,\n"
+                   "the text report then goes to standard error)");
 
     return run_tool(app, argc, argv, [&]() -> int {
         const std::size_t bytes = static_cast<std::size_t>(*parse_bytes(size_text));
@@ -194,7 +195,8 @@ int main(int argc, char** argv) {
         const auto devices = list_device_facts();
         nlohmann::json j;
         j["devices"] = nlohmann::json::array();
-        auto& os = std::cout;
+        // With JSON on standard output, the report moves to standard error so the JSON stays parseable.
+        std::ostream& os = json_path == "-" ? std::cerr : std::cout;
 #ifndef CLPOOL_HAS_OPENCL
         os << "OpenCL: not built in (CLPOOL_WITH_OPENCL=OFF); the host backend only\n";
 #else

@@ -111,7 +111,8 @@ int main(int argc, char** argv) {
                    "no memory: for traces larger than this machine), or an OpenCL device:\n"
                    "auto, gpu, cpu, N, P:D (as clpool-info lists them), TEXT (docs/DEVICES.md)")
         ->capture_default_str();
-    app.add_option("--json", json_path, "also write the results as JSON to PATH ('-': standard output)");
+    app.add_option("--json", json_path, "also write the results as JSON to PATH ('-': standard output,\n"
+                   "the text report then goes to standard error)");
     app.add_option("--svg", svg_path, "write a plot of bytes held over the trace, one line per configuration");
     app.add_option("--x", x_axis, "the plot's x axis: index (trace event) or time (t_ns)")
         ->check(CLI::IsMember({"index", "time"}))
@@ -175,7 +176,8 @@ int main(int argc, char** argv) {
         }
         progress.finish();
 
-        auto& os = std::cout;
+        // With JSON on standard output, the report moves to standard error so the JSON stays parseable.
+        std::ostream& os = json_path == "-" ? std::cerr : std::cout;
         os << "trace:   " << trace_path << ": " << trace.events.size() << " events (" << allocs << " allocs, "
            << trace.events.size() - allocs << " frees) over " << keys.size() << " (context, flags) pools; "
            << trace.live_at_end << " buffers (" << format_bytes(static_cast<double>(trace.live_bytes_at_end))

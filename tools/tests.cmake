@@ -122,6 +122,8 @@ clpool_tool_test(replay.small COMMAND ${replay} ${CLPOOL_TRACES}/small.trace
   "per bucket, tight:\n.*\n  1 MiB +0 +2 +0\\.0% +2 +0"
   FILES ${o}/replay.json "\"driver_allocations_avoided\": 3"
         ${o}/replay.svg "<svg.*no pool.*PersistentBufferPool.*tight.*</svg>")
+clpool_tool_test(replay.json_stdout COMMAND ${replay} ${CLPOOL_TRACES}/small.trace --json - --no-buckets
+  STDOUT "^{\n  \"backend\": \"host backend" "\"name\": \"BufferPool\"" STDERR "\nBufferPool +33\\.3% +6 +3 ")
 clpool_tool_test(replay.sim_matches_host COMMAND ${replay} ${CLPOOL_TRACES}/small.trace --device sim --no-buckets
   STDOUT "simulation" "\nBufferPool +33\\.3% +6 +3 ")
 clpool_tool_test(replay.training_loop COMMAND ${replay} ${CLPOOL_TRACES}/training_loop.trace --x time
