@@ -2,6 +2,7 @@
 #include "torch_shim.h"
 
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
 #if __has_include(<ATen/cuda/PinnedMemoryAllocator.h>)
 #include <ATen/cuda/PinnedMemoryAllocator.h>
 #define CLPOOL_TORCH_PINNED() at::cuda::getPinnedMemoryAllocator()
@@ -23,6 +24,9 @@ std::string failure;
 
 extern "C" const char* clpool_torch_init(void) {
     try {
+        // Outside Python nothing has set the allocator up yet (raw_alloc would
+        // assert "Allocator not initialized for device"): size it for every device.
+        c10::cuda::CUDACachingAllocator::init(c10::cuda::device_count());
         void* p = c10::cuda::CUDACachingAllocator::raw_alloc(256);
         c10::cuda::CUDACachingAllocator::raw_delete(p);
         pinned = CLPOOL_TORCH_PINNED();
