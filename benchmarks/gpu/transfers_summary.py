@@ -1,0 +1,49 @@
+#!/usr/bin/env python3
+"""Issue 3's targets from bench_transfer(.json) and bench_transfer_cuda(.json) of one run: medians, GB/s.
+
+  pinned  >= 0.97 x cuda_pinned           (16 MiB .. 1 GiB, H2D and D2H)
+  staged  >= 2 x driver_pageable and >= cuda_pageable   (16 MiB .. 1 GiB)
+  auto    >= driver_pageable               (4 KiB .. 256 KiB: small transfers no slower than direct)
+Usage: transfers_summary.py DIR   (prints a table; exit 0 even when a target is missed)
+"""
+import json, os, sys
+from collections import defaultdict
+
+def load(path):
+    """{(family, size): median GB/s over the repetitions' iteration runs}."""
+    if not os.path.exists(path):
+        return {}
+    with open(path) as f:
+        data = json.load(f)
+    runs = defaultdict(list)
+    for b in data.get("benchmarks", []):
+        if b.get("error_occurred") or b.get("run_type") == "aggregate" or "bytes_per_second" not in b:
+            continue
+        fam, size = b.get("run_name", b["name"]).replace("/real_time", "").rsplit("/", 1)
+        runs[(fam, int(size))].append(b["bytes_per_second"])
+    return {k: sorted(v)[len(v) // 2] / 1e9 for k, v in runs.items()}
+
+d = sys.argv[1]
+r = load(os.path.join(d, "bench_transfer.json"))
+r.update(load(os.path.join(d, "bench_transfer_cuda.json")))
+sizes = sorted({s for (_, s) in r})
+def g(f, s): return r.get((f, s))
+def fmt(x): return "   -  " if x is None else f"{x:6.2f}"
+ok_all = True
+for dirn in ("h2d", "d2h"):
+    print(f"\n{dirn.upper()}  GB/s   size | driver_pageable pinned staged auto | cuda_pinned cuda_pageable | checks")
+    for s in sizes:
+        row = [g(f"{dirn}/{f}", s) for f in ("driver_pageable", "pinned", "staged", "auto", "cuda_pinned", "cuda_pageable")]
+        dp, pin, stg, aut, cp, cpg = row
+        checks = []
+        if s >= 16 << 20:
+            if pin and cp: checks.append(("pinned/cuda_pinned", pin / cp, 0.97))
+            if stg and dp: checks.append(("staged/driver", stg / dp, 2.0))
+            if stg and cpg: checks.append(("staged/cuda_pageable", stg / cpg, 1.0))
+        if s <= 256 << 10 and aut and dp:
+            checks.append(("auto/driver", aut / dp, 0.95))  # 5% for noise at microsecond sizes
+        txt = " ".join(f"{n}={v:.2f}{'' if v >= t else '(MISS<' + str(t) + ')'}" for n, v, t in checks)
+        ok_all &= all(v >= t for _, v, t in checks)
+        size = f"{s >> 20}M" if s >= 1 << 20 else f"{s >> 10}K"
+        print(f"{size:>12} | " + " ".join(fmt(x) for x in row[:4]) + " | " + " ".join(fmt(x) for x in row[4:]) + " | " + txt)
+print("\nall targets met" if ok_all else "\nsome targets missed (MISS above)")
