@@ -67,6 +67,17 @@ def nice_num(v):
     return f"{v:.2g}"
 
 
+def nice_ns(v):
+    """A time axis label in the unit that keeps it short (the values are nanoseconds)."""
+    for suffix, div in (("s", 1e9), ("ms", 1e6), ("\u00b5s", 1e3)):
+        if v >= div:
+            return f"{v / div:g} {suffix}"
+    return f"{v:g} ns"
+
+
+DASHES = ["", "7,3", "2,3"]  # with the palette, keeps overlapping lines apart
+
+
 def svg_plot(series, out, title, xlabel, ylabel, xfmt, yfmt, xlog2=True):
     W, H, L, R, T, B = 960, 560, 80, 300, 40, 60
     pw, ph = W - L - R, H - T - B
@@ -109,13 +120,14 @@ def svg_plot(series, out, title, xlabel, ylabel, xfmt, yfmt, xlog2=True):
     o.append(f'<text transform="translate(18,{T + ph / 2}) rotate(-90)" text-anchor="middle">{html.escape(ylabel)}</text>')
     for i, (name, pts) in enumerate(sorted(series.items())):
         c = PALETTE[i % len(PALETTE)]
+        dash = f' stroke-dasharray="{DASHES[i % len(DASHES)]}"' if DASHES[i % len(DASHES)] else ""
         pts = sorted(p for p in pts if p[1] > 0)
         path = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in pts)
-        o.append(f'<polyline points="{path}" fill="none" stroke="{c}" stroke-width="2"/>')
+        o.append(f'<polyline points="{path}" fill="none" stroke="{c}" stroke-width="2"{dash}/>')
         for x, y in pts:
             o.append(f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="3" fill="{c}"><title>{html.escape(name)}: {yfmt(y)}</title></circle>')
         ly = T + 10 + i * 18
-        o.append(f'<line x1="{L + pw + 15}" y1="{ly}" x2="{L + pw + 35}" y2="{ly}" stroke="{c}" stroke-width="3"/>')
+        o.append(f'<line x1="{L + pw + 15}" y1="{ly}" x2="{L + pw + 35}" y2="{ly}" stroke="{c}" stroke-width="3"{dash}/>')
         o.append(f'<text x="{L + pw + 40}" y="{ly + 4}">{html.escape(name)}</text>')
     o.append("</svg>")
     with open(out, "w") as f:
@@ -147,7 +159,7 @@ def main():
         series.setdefault(fam, []).append((x, y))
     if a.mode == "latency":
         svg_plot(series, a.out, a.title or "Allocate + release: time per pair vs size", "size",
-                 f"ns per pair ({a.time}, log)", nice_bytes, lambda v: nice_num(v) + " ns")
+                 f"time per pair ({a.time}, log)", nice_bytes, nice_ns)
     else:
         svg_plot(series, a.out, a.title or "Aggregate throughput vs threads", "threads",
                  "allocate+release pairs per second (log)", lambda v: str(v), nice_num)
