@@ -94,6 +94,11 @@ int main(int argc, char** argv) {
     add("clpool/NoLock/opencl", clpool_pair<Pool<PowerOfTwoBuckets, DeviceLocal, Unlimited, NoLock, OpenCLBackend>>);
     add("clpool/ThreadCached/opencl",
         clpool_pair<Pool<PowerOfTwoBuckets, DeviceLocal, Unlimited, ThreadCached<>, OpenCLBackend>>);
+    // Pinned pools with the thread-safe ThreadCached policy: the like-for-like peer of
+    // Torch's (thread-safe) pinned host allocator.
+    add("clpool/PinnedThreadCached/opencl",
+        clpool_pair<Pool<PowerOfTwoBuckets, HostPinned, Unlimited, ThreadCached<>, OpenCLBackend>>);
+    add("clpool/PinnedNoLock/opencl", clpool_pair<Pool<PowerOfTwoBuckets, HostPinned, Unlimited, NoLock, OpenCLBackend>>);
 #endif
     add("clpool/BufferPool/host", clpool_pair<host::BufferPool>);
 #ifdef CLPOOL_BENCH_HAVE_TORCH
