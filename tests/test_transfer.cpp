@@ -235,8 +235,13 @@ TEST_CASE("bad transfers are refused with the numbers, and nothing is written") 
         CHECK(std::string(e.what()).find("staging_buffers=1") != std::string::npos);
     }
     bad = o;
-    bad.chunk_bytes = 0;
-    CHECK_THROWS_AS(upload(env.queue, dev, 0, src.data(), 10, bad), config_error);
+    bad.chunk_bytes = (std::size_t{1} << 30) + 1;
+    try {
+        upload(env.queue, dev, 0, src.data(), 10, bad);
+        FAIL("expected config_error");
+    } catch (const config_error& e) {
+        CHECK(std::string(e.what()).find("chunk_bytes=1073741825") != std::string::npos);
+    }
 
     const auto after = read_all(dev.buffer(), 1000);
     CHECK(std::all_of(after.begin(), after.end(), [](unsigned char c) { return c == 0xEE; }));
@@ -345,6 +350,105 @@ TEST_CASE("chunks: at most chunk_bytes, a short transfer cut in staging_buffers 
             CHECK((n + c - 1) / c <= b);
         }
     }
+}
+
+TEST_CASE("chunks: chunk_bytes 0 picks a power of two near n/8 between 1 and 16 MiB") {
+    TransferOptions o;  // chunk_bytes 0 is the default
+    CHECK(o.chunk_bytes == 0);
+    CHECK(detail::chunk_for(std::size_t{1} << 30, o) == (16u << 20));
+    CHECK(detail::chunk_for(std::size_t{256} << 20, o) == (16u << 20));
+    CHECK(detail::chunk_for(64 << 20, o) == (8u << 20));
+    CHECK(detail::chunk_for(16 << 20, o) == (2u << 20));
+    CHECK(detail::chunk_for(4 << 20, o) == (1u << 20));
+    CHECK(detail::chunk_for(1 << 20, o) == (512u << 10));  // fewer chunks than buffers: cut in 3
+    CHECK(detail::chunk_for(1000, o) == 1000);
+}
+
+TEST_CASE("small pageable copies without wait_for block and return a complete event") {
+    auto& env = OpenCLEnv::get();
+    BufferPool device(env.context);
+    const std::size_t n = 64 * 1024;
+    auto dev = device.allocate(n);
+    fill(dev.buffer(), n, 0);
+    auto src = pattern(n, 11);
+    const auto expect = src;
+    TransferOptions o;
+    o.async = true;  // CLPOOL_ASYNC_H2D=1 permits an early return; a small pageable write still blocks
+    const cl::Event up = upload(env.queue, dev, 0, src.data(), n, o);
+    CHECK(status_of(up) == CL_COMPLETE);
+    std::memset(src.data(), 0, n);  // the source is free at once
+    std::vector<unsigned char> back(n, 0);
+    const cl::Event down = download(env.queue, back.data(), dev, 0, n);
+    CHECK(status_of(down) == CL_COMPLETE);
+    CHECK(back == expect);
+
+    // With wait_for they stay non-blocking: a held gate must not hang the call.
+    cl_int err = CL_SUCCESS;
+    cl::Event gate(clCreateUserEvent(env.context(), &err), false);
+    REQUIRE(err == CL_SUCCESS);
+    TransferOptions held;
+    held.wait_for = {gate};
+    std::vector<unsigned char> later(n, 0);
+    const cl::Event d2 = download(env.queue, later.data(), dev, 0, n, held);
+    CHECK(status_of(d2) > CL_COMPLETE);
+    clSetUserEventStatus(gate(), CL_COMPLETE);
+    d2.wait();
+    CHECK(later == expect);
+
+    // Pinned destinations stay non-blocking (the event is what the caller waits on).
+    pinned_vector<unsigned char> pv(n, 0, PinnedAllocator<unsigned char>(env.queue));
+    download(env.queue, pv.data(), dev, 0, n).wait();
+    CHECK(std::equal(pv.begin(), pv.end(), expect.begin()));
+}
+
+TEST_CASE("staged transfers reuse a side queue, but never one still busy behind a held copy") {
+    auto& env = OpenCLEnv::get();
+    BufferPool device(env.context);
+    PinnedBufferPool staging(env.context);
+    const std::size_t n = 256 * 1024;
+    auto dev = device.allocate(n);
+    fill(dev.buffer(), n, 0);
+    const auto src = pattern(n, 13);
+    auto o = opts(staging, true, 128 * 1024, 2);
+    upload(env.queue, dev, 0, src.data(), n, o).wait();
+    env.queue.finish();
+    // The first transfer's queue is idle now: the next lease gets it back.
+    auto& cache = detail::side_queues::instance();
+    const cl_device_id d = staging.backend().device();
+    cl::CommandQueue first = cache.acquire(env.context, d);
+    cl::Event marker;
+    {
+        cl_event m = nullptr;
+        REQUIRE(clEnqueueMarkerWithWaitList(first(), 0, nullptr, &m) == CL_SUCCESS);
+        marker = cl::Event(m, false);
+    }
+    marker.wait();
+    cl_command_queue first_raw = first();
+    cache.give_back(env.context, d, std::move(first), marker);
+    cl::CommandQueue again = cache.acquire(env.context, d);
+    CHECK(again() == first_raw);
+
+    // A queue handed back behind a held event is not handed out again.
+    cl_int err = CL_SUCCESS;
+    cl::Event gate(clCreateUserEvent(env.context(), &err), false);
+    REQUIRE(err == CL_SUCCESS);
+    cl::Event held;
+    {
+        cl_event raw_gate = gate(), m = nullptr;
+        REQUIRE(clEnqueueMarkerWithWaitList(again(), 1, &raw_gate, &m) == CL_SUCCESS);
+        held = cl::Event(m, false);
+    }
+    clFlush(again());
+    cache.give_back(env.context, d, std::move(again), held);
+    cl::CommandQueue other = cache.acquire(env.context, d);
+    CHECK(other() != first_raw);
+    // A staged transfer meanwhile must not block behind the held queue.
+    std::vector<unsigned char> back(n, 0);
+    download(env.queue, back.data(), dev, 0, n, o);
+    CHECK(back == src);
+    clSetUserEventStatus(gate(), CL_COMPLETE);
+    held.wait();
+    cache.give_back(env.context, d, std::move(other), cl::Event());
 }
 
 TEST_CASE("parallel host copies are exact for odd sizes and part counts") {

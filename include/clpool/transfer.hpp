@@ -29,7 +29,11 @@ struct TransferOptions {
     // The largest staging chunk, and how many staging buffers rotate (2..8):
     // the host fills chunk i+1 while the device copies chunk i. A transfer of
     // fewer chunks than buffers is cut in staging_buffers pieces (>= 64 KiB).
-    std::size_t chunk_bytes = std::size_t{4} << 20;
+    // 0 (default): automatic, a power of two near n/8 between 1 and 16 MiB, so
+    // per-chunk costs (an enqueue, an event wait, a thread hand-off: tens of
+    // us on a GPU driver) stay small beside a chunk's DMA (16 MiB: ~0.3 ms at
+    // 55 GB/s) while a transfer still has >= 8 chunks to overlap.
+    std::size_t chunk_bytes = 0;
     unsigned staging_buffers = 3;
     // Transfers of at most this many bytes go direct: for them the extra host
     // copy and the maps cost more than a pageable DMA loses.
@@ -64,9 +68,9 @@ inline void check_range(std::size_t offset, std::size_t n, std::size_t limit, co
 }
 
 inline void validate_options(const TransferOptions& o) {
-    if (o.chunk_bytes == 0 || o.chunk_bytes > (std::size_t{1} << 30))
+    if (o.chunk_bytes > (std::size_t{1} << 30))
         throw config_error("clpool: TransferOptions::chunk_bytes=" + std::to_string(o.chunk_bytes) +
-                           " must be between 1 and 1073741824");
+                           " must be 0 (automatic) or between 1 and 1073741824");
     if (o.staging_buffers < 2 || o.staging_buffers > 8)
         throw config_error("clpool: TransferOptions::staging_buffers=" + std::to_string(o.staging_buffers) +
                            " must be between 2 and 8");
@@ -93,7 +97,7 @@ inline cl::Event direct(const cl::CommandQueue& q, bool write, const cl::Buffer&
     const cl_int err = write ? clEnqueueWriteBuffer(q(), dev(), blocking, off, n, host, static_cast<cl_uint>(raw.size()), wl, &ev)
                              : clEnqueueReadBuffer(q(), dev(), blocking, off, n, host, static_cast<cl_uint>(raw.size()), wl, &ev);
     opencl::check(err, write ? "clEnqueueWriteBuffer" : "clEnqueueReadBuffer");
-    clFlush(q());
+    if (!blocking) clFlush(q());  // a blocking call has submitted and finished it
     return cl::Event(ev, false);
 }
 
@@ -112,25 +116,53 @@ struct staging_slot {
     staging_slot& operator=(const staging_slot&) = delete;
     ~staging_slot() { finish(); }
 
-    void acquire(PinnedBufferPool& pool, const cl::CommandQueue& q, std::size_t n) {
+    // Takes a buffer and enqueues its map without waiting: `mapped` must
+    // complete before ptr is used (see map_slots).
+    void acquire(PinnedBufferPool& pool, const cl::CommandQueue& q, std::size_t n, cl::Event& mapped) {
         h = pool.allocate(n);
         side = &q;
-        ptr = map_pinned(q, h.buffer(), n);
+        ptr = map_pinned_async(q, h.buffer(), n, mapped);
     }
-    void finish() noexcept {
-        if (!h) return;
+    // Returns the unmap's event (empty if there was none to enqueue).
+    cl::Event finish() noexcept {
+        if (!h) return {};
         if (ptr) {
-            const cl::Event unmapped = unmap_after(*side, h.buffer(), ptr, last() ? &last : nullptr);
+            cl::Event unmapped = unmap_after(*side, h.buffer(), ptr, last() ? &last : nullptr);
             ptr = nullptr;
             if (unmapped()) {
                 h.release_after(&unmapped, 1);
-                return;
+                return unmapped;
             }
         }
         if (last()) h.release_after(&last, 1);
         else h.release();
+        return {};
     }
 };
+
+inline void wait(const cl::Event& e);
+
+// Takes and maps k staging buffers of `chunk` bytes on the side queue: k maps
+// enqueued back to back, then one wait for the last (the queue is in order),
+// instead of k blocking round trips.
+inline void map_slots(std::array<staging_slot, 8>& slots, std::size_t k, PinnedBufferPool& pool,
+                      const cl::CommandQueue& side, std::size_t chunk) {
+    cl::Event mapped;
+    for (std::size_t i = 0; i < k; ++i) slots[i].acquire(pool, side, chunk, mapped);
+    clFlush(side());
+    wait(mapped);
+}
+
+// Unmaps every slot and hands the side queue back with its last unmap's event.
+inline void finish_slots(std::array<staging_slot, 8>& slots, std::size_t k, side_lease& side) noexcept {
+    cl::Event last;
+    for (std::size_t i = 0; i < k; ++i) {
+        cl::Event u = slots[i].finish();
+        if (u()) last = std::move(u);
+    }
+    clFlush(side.queue()());
+    side.give_back(std::move(last));
+}
 
 inline void wait(const cl::Event& e) {
     if (!e()) return;
@@ -148,6 +180,29 @@ inline cl::Event all_of(const cl::CommandQueue& q, const std::vector<cl::Event>&
                   "clEnqueueMarkerWithWaitList");
     clFlush(q());
     return cl::Event(ev, false);
+}
+
+// Host memory the driver cannot DMA from directly (not known pinned).
+inline bool pageable(const void* host, std::size_t n, const TransferOptions& o) {
+    return !o.host_is_pinned && !pinned_ranges::instance().contains(host, n);
+}
+
+// Whether a direct (unstaged) transfer is made blocking. A non-blocking
+// pageable copy gives the driver nothing to overlap (it must copy the bytes
+// out of or into pageable memory itself), and waiting on its event after a
+// flush costs a further round trip (~10 us on NVIDIA) over a blocking call:
+//  * downloads into pageable memory: always, unless wait_for events are given
+//    (a blocking read behind a user event the caller has not set yet could
+//    never return);
+//  * uploads from pageable memory of at most direct_max_bytes: likewise (and
+//    the source is free at once); larger direct uploads (staging off) and all
+//    pinned copies stay non-blocking unless the upload asked to block.
+// A blocking call still waits for the work already on an in-order queue.
+inline bool direct_blocks(bool write, const void* host, std::size_t n, const TransferOptions& o, bool asked) {
+    if (asked) return true;
+    if (!o.wait_for.empty()) return false;
+    if (write && n > o.direct_max_bytes) return false;
+    return pageable(host, n, o);
 }
 
 // Pageable, large enough, not known pinned: a candidate for staging.
@@ -175,11 +230,19 @@ inline PinnedBufferPool* staging_pool_for(const cl::CommandQueue& q, const void*
 // of-two sizes, so staging buffers fill their pool buckets exactly; at least
 // 64 KiB), so the host copy of one chunk still overlaps the device copy of
 // another, and such a transfer never waits on the host for its own copies.
+// chunk_bytes 0: the cap is the power of two >= n/8, clamped to 1..16 MiB.
+inline std::size_t auto_chunk_cap(std::size_t n) noexcept {
+    constexpr std::size_t lo = std::size_t{1} << 20, hi = std::size_t{16} << 20;
+    std::size_t cap = lo;
+    while (cap < hi && cap < n / 8) cap *= 2;
+    return cap;
+}
 inline std::size_t chunk_for(std::size_t n, const TransferOptions& o) {
+    const std::size_t cap = o.chunk_bytes ? o.chunk_bytes : auto_chunk_cap(n);
     std::size_t piece = 64 * 1024;
     const std::size_t want = (n + o.staging_buffers - 1) / o.staging_buffers;
-    while (piece < want && piece < o.chunk_bytes) piece *= 2;
-    return std::min({o.chunk_bytes, piece, n});
+    while (piece < want && piece < cap) piece *= 2;
+    return std::min({cap, piece, n});
 }
 
 inline cl::Event staged_upload(const cl::CommandQueue& q, PinnedBufferPool& pool, const cl::Buffer& dev,
@@ -188,17 +251,17 @@ inline cl::Event staged_upload(const cl::CommandQueue& q, PinnedBufferPool& pool
     const std::size_t chunks = (n + chunk - 1) / chunk;
     const std::size_t k = std::min<std::size_t>(o.staging_buffers, chunks);
     const unsigned threads = o.copy_threads ? o.copy_threads : copy_workers::default_parts();
-    const cl::CommandQueue side = side_queue(pool.backend().context(), pool.backend().device());
-    std::array<staging_slot, 8> slots;
+    side_lease side(pool.backend().context(), pool.backend().device());
+    std::array<staging_slot, 8> slots;  // after `side`: unmapped (on an error path too) before it goes
     std::vector<cl::Event> issued;
     issued.reserve(chunks);
     std::vector<cl_event> raw_wait;
     raw_events(o.wait_for, raw_wait);
+    map_slots(slots, k, pool, side.queue(), chunk);
     for (std::size_t i = 0; i < chunks; ++i) {
         auto& s = slots[i % k];
         const std::size_t off = i * chunk, len = std::min(chunk, n - off);
-        if (i < k) s.acquire(pool, side, chunk);
-        else wait(s.last);  // the slot's previous chunk has reached the device
+        if (i >= k) wait(s.last);  // the slot's previous chunk has reached the device
         copy_workers::instance().copy(s.ptr, src + off, len, threads);
         cl_event ev = nullptr;
         // Only the first chunk waits for the caller's events: the rest follow it on the queue
@@ -213,8 +276,7 @@ inline cl::Event staged_upload(const cl::CommandQueue& q, PinnedBufferPool& pool
         clFlush(q());
     }
     cl::Event done = all_of(q, issued);
-    for (std::size_t i = 0; i < k; ++i) slots[i].finish();
-    clFlush(side());
+    finish_slots(slots, k, side);
     return done;
 }
 
@@ -224,8 +286,8 @@ inline cl::Event staged_download(const cl::CommandQueue& q, PinnedBufferPool& po
     const std::size_t chunks = (n + chunk - 1) / chunk;
     const std::size_t k = std::min<std::size_t>(o.staging_buffers, chunks);
     const unsigned threads = o.copy_threads ? o.copy_threads : copy_workers::default_parts();
-    const cl::CommandQueue side = side_queue(pool.backend().context(), pool.backend().device());
-    std::array<staging_slot, 8> slots;
+    side_lease side(pool.backend().context(), pool.backend().device());
+    std::array<staging_slot, 8> slots;  // after `side`: unmapped (on an error path too) before it goes
     std::vector<cl_event> raw_wait;
     raw_events(o.wait_for, raw_wait);
     auto enqueue_read = [&](std::size_t i) {
@@ -240,10 +302,8 @@ inline cl::Event staged_download(const cl::CommandQueue& q, PinnedBufferPool& po
         s.last = cl::Event(ev, false);
         clFlush(q());
     };
-    for (std::size_t i = 0; i < k; ++i) {
-        slots[i].acquire(pool, side, chunk);
-        enqueue_read(i);
-    }
+    map_slots(slots, k, pool, side.queue(), chunk);
+    for (std::size_t i = 0; i < k; ++i) enqueue_read(i);
     cl::Event last;
     for (std::size_t i = 0; i < chunks; ++i) {
         auto& s = slots[i % k];
@@ -253,8 +313,7 @@ inline cl::Event staged_download(const cl::CommandQueue& q, PinnedBufferPool& po
         last = s.last;
         if (i + k < chunks) enqueue_read(i + k);
     }
-    for (std::size_t i = 0; i < k; ++i) slots[i].finish();
-    clFlush(side());
+    finish_slots(slots, k, side);
     return last;  // complete: the bytes are already in dst
 }
 
@@ -272,10 +331,14 @@ inline cl::Event staged_download(const cl::CommandQueue& q, PinnedBufferPool& po
 // o.staging_pool or get_pinned_pool(queue)) while earlier chunks move; the
 // call returns once the last chunk is in staging, so `src` may be reused at
 // once, and each staging buffer goes back to its pool to be reused only after
-// its copy completed. On the direct pageable path `src` must stay unchanged
-// until the event completes (as with any non-blocking enqueueWriteBuffer),
-// unless the upload is blocking (CLPOOL_ASYNC_H2D=0 or o.async=false: the
-// call returns when the copy is done). A staged upload of more than
+// its copy completed. A direct upload from pageable memory of at most
+// o.direct_max_bytes with no o.wait_for is a blocking write (the call returns
+// when the copy is done, after the work already on an in-order queue; the
+// event is complete): a non-blocking one gains nothing there and costs a
+// round trip. On the other direct paths `src` must stay unchanged until the
+// event completes (as with any non-blocking enqueueWriteBuffer), unless the
+// upload is blocking (CLPOOL_ASYNC_H2D=0 or o.async=false). CLPOOL_ASYNC_H2D=1
+// permits an early return, it does not promise one. A staged upload of more than
 // staging_buffers * chunk_bytes waits on the host for earlier chunks' copies:
 // if o.wait_for never completes, such a call never returns.
 //
@@ -283,8 +346,9 @@ inline cl::Event staged_download(const cl::CommandQueue& q, PinnedBufferPool& po
 // src), config_error (bad options or CLPOOL_* value), driver_error, and the
 // staging pool's out_of_memory. On a throw no staging buffer is handed out
 // again while a copy may still use it.
-// Cost: direct: one enqueue. Staged: one side queue, per staging buffer a map
-// and an unmap, per chunk a host copy on copy_threads threads and an enqueue.
+// Cost: direct: one enqueue. Staged: a side queue leased from a per-context
+// cache, per staging buffer a map and an unmap, per chunk a host copy on
+// copy_threads threads and an enqueue.
 // Thread-safe as far as the queue is (OpenCL queues are).
 inline cl::Event upload(const cl::CommandQueue& queue, const cl::Buffer& dst, std::size_t dst_offset, const void* src,
                         std::size_t n, const TransferOptions& o = {}) {
@@ -297,7 +361,8 @@ inline cl::Event upload(const cl::CommandQueue& queue, const cl::Buffer& dst, st
         done = detail::staged_upload(queue, *pool, dst, dst_offset, static_cast<const char*>(src), n, o);
         if (blocking) detail::wait(done);
     } else {
-        done = detail::direct(queue, true, dst, dst_offset, const_cast<void*>(src), n, blocking, o.wait_for);
+        done = detail::direct(queue, true, dst, dst_offset, const_cast<void*>(src), n,
+                              detail::direct_blocks(true, src, n, o, blocking), o.wait_for);
     }
     return done;
 }
@@ -306,8 +371,12 @@ inline cl::Event upload(const cl::CommandQueue& queue, const cl::Buffer& dst, st
 // after the work already on `queue` (and o.wait_for). Returns an event that
 // completes when `dst` holds the bytes.
 //
-// Direct (pinned dst, small, or CLPOOL_PINNED_H2D=0): one non-blocking
-// clEnqueueReadBuffer; wait on the event before reading dst. Staged (large
+// Direct (pinned dst, small, or CLPOOL_PINNED_H2D=0): one clEnqueueReadBuffer,
+// blocking when dst is pageable and o.wait_for is empty (the call returns with
+// the bytes in dst and a complete event; it still waits for the work already
+// on an in-order queue, so do not call it behind a command held by a user
+// event you set later), else non-blocking: wait on the event before reading
+// dst. Staged (large
 // pageable dst): chunks are read into pinned staging buffers and copied out
 // on the host as each one lands, so the call returns when dst is filled and
 // the returned event is already complete (like CUDA's pageable D2H copy).
@@ -320,7 +389,8 @@ inline cl::Event download(const cl::CommandQueue& queue, void* dst, const cl::Bu
     if (PinnedBufferPool* pool = detail::staging_pool_for(queue, dst, n, o)) {
         return detail::staged_download(queue, *pool, static_cast<char*>(dst), src, src_offset, n, o);
     }
-    return detail::direct(queue, false, src, src_offset, dst, n, false, o.wait_for);
+    return detail::direct(queue, false, src, src_offset, dst, n, detail::direct_blocks(false, dst, n, o, false),
+                          o.wait_for);
 }
 
 // The same for a pooled handle: the range is checked against h.nbytes() (the
