@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -32,7 +33,8 @@ std::string message_of(auto&& f) {
 }
 
 // Runs this test binary with one extra variable and a test-case filter; returns its exit status.
-int run_child(const std::string& var, const std::string& filter) {
+// `quiet`: the child is expected to fail; its report would only confuse the log.
+int run_child(const std::string& var, const std::string& filter, bool quiet = false) {
     std::vector<std::string> env_strings;
     for (char** e = environ; *e; ++e)
         if (std::string(*e).rfind(var.substr(0, var.find('=') + 1), 0) != 0) env_strings.emplace_back(*e);
@@ -40,10 +42,18 @@ int run_child(const std::string& var, const std::string& filter) {
     std::vector<char*> envp;
     for (auto& s : env_strings) envp.push_back(s.data());
     envp.push_back(nullptr);
-    std::string self = "/proc/self/exe", no_skip = "--no-skip", tc = "-tc=" + filter, quiet = "--minimal";
-    char* argv[] = {self.data(), no_skip.data(), tc.data(), quiet.data(), nullptr};
+    std::string self = "/proc/self/exe", no_skip = "--no-skip", tc = "-tc=" + filter, minimal = "--minimal";
+    char* argv[] = {self.data(), no_skip.data(), tc.data(), minimal.data(), nullptr};
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    if (quiet) {
+        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
+    }
     pid_t pid = 0;
-    if (posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, argv, envp.data()) != 0) return -1;
+    const int rc = posix_spawn(&pid, "/proc/self/exe", &actions, nullptr, argv, envp.data());
+    posix_spawn_file_actions_destroy(&actions);
+    if (rc != 0) return -1;
     int status = 0;
     if (waitpid(pid, &status, 0) != pid) return -1;
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
@@ -51,9 +61,9 @@ int run_child(const std::string& var, const std::string& filter) {
 
 }  // namespace
 
-TEST_CASE("CLPOOL_MAX_CACHED_GB: malformed, negative, non-finite and out-of-range values are refused") {
-    for (const char* bad : {"", "abc", "-1", "+4", " 4", "4 ", "4GB", "1e3", "0x10", ".5", "1.2.3", "inf", "nan",
-                            "1048577", "99999999999999999999"}) {
+// test_limit_policies.cpp has the common malformed values; these are the edges it leaves.
+TEST_CASE("CLPOOL_MAX_CACHED_GB: out of range, trailing space, bare fraction, two points, exponent are refused") {
+    for (const char* bad : {"1048577", "1048576.5", "99999999999999999999", "4 ", ".5", "1.2.3", "1e3"}) {
         CAPTURE(bad);
         const std::string msg = message_of([&] { (void)config::parse_gib("CLPOOL_MAX_CACHED_GB", bad); });
         CHECK(msg.find("CLPOOL_MAX_CACHED_GB='" + std::string(bad) + "'") != std::string::npos);
@@ -101,5 +111,5 @@ TEST_CASE("a process started with a bad CLPOOL_MAX_CACHED_GB gets config_error f
     CHECK(run_child("CLPOOL_MAX_CACHED_GB=12x", "env child: an invalid*") == 0);
     CHECK(run_child("CLPOOL_MAX_CACHED_GB=0.25", "env child: CLPOOL_MAX_CACHED_GB=0.25*") == 0);
     // The child really checks: with the other value it fails.
-    CHECK(run_child("CLPOOL_MAX_CACHED_GB=4", "env child: CLPOOL_MAX_CACHED_GB=0.25*") != 0);
+    CHECK(run_child("CLPOOL_MAX_CACHED_GB=4", "env child: CLPOOL_MAX_CACHED_GB=0.25*", true) != 0);
 }
