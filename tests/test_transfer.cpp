@@ -352,14 +352,15 @@ TEST_CASE("chunks: at most chunk_bytes, a short transfer cut in staging_buffers 
     }
 }
 
-TEST_CASE("chunks: chunk_bytes 0 picks a power of two near n/8 between 1 and 16 MiB") {
+TEST_CASE("chunks: chunk_bytes 0 picks a power of two near n/8 between 4 and 16 MiB") {
     TransferOptions o;  // chunk_bytes 0 is the default
     CHECK(o.chunk_bytes == 0);
     CHECK(detail::chunk_for(std::size_t{1} << 30, o) == (16u << 20));
     CHECK(detail::chunk_for(std::size_t{256} << 20, o) == (16u << 20));
     CHECK(detail::chunk_for(64 << 20, o) == (8u << 20));
-    CHECK(detail::chunk_for(16 << 20, o) == (2u << 20));
-    CHECK(detail::chunk_for(4 << 20, o) == (1u << 20));
+    CHECK(detail::chunk_for(32 << 20, o) == (4u << 20));
+    CHECK(detail::chunk_for(16 << 20, o) == (4u << 20));
+    CHECK(detail::chunk_for(4 << 20, o) == (2u << 20));  // fewer chunks than buffers: cut in 3, rounded up
     CHECK(detail::chunk_for(1 << 20, o) == (512u << 10));  // fewer chunks than buffers: cut in 3
     CHECK(detail::chunk_for(1000, o) == 1000);
 }
