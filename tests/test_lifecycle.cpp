@@ -42,11 +42,19 @@ child_result run_child(const std::string& scenario, std::vector<std::string> env
     posix_spawn_file_actions_adddup2(&fa, fds[1], 2);
     posix_spawn_file_actions_addclose(&fa, fds[0]);
     std::vector<std::string> env_store;
+    bool asan_options = false;
     for (char** e = environ; *e; ++e) {
-        const std::string kv = *e;
+        std::string kv = *e;
         if (kv.rfind("CLPOOL_DEVICE=", 0) == 0) continue;  // each case sets its own
+        // The child leaks a fork parent's pools on purpose; a caller's
+        // ASAN_OPTIONS=detect_leaks=1 (CI's) would override its own default.
+        if (kv.rfind("ASAN_OPTIONS=", 0) == 0) {
+            kv += ":detect_leaks=0";
+            asan_options = true;
+        }
         env_store.push_back(kv);
     }
+    if (!asan_options) env_store.push_back("ASAN_OPTIONS=detect_leaks=0");
     for (auto& kv : env_extra) env_store.push_back(kv);
     std::vector<char*> envp;
     for (auto& kv : env_store) envp.push_back(kv.data());
