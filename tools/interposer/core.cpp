@@ -820,9 +820,9 @@ cl_int set_mem_destructor_callback(cl_mem m, mem_notify notify, void* user_data)
     return CL_SUCCESS;
 }
 
-// The bucket behind a live pooled handle, checked against the asked size; m
-// itself for anything else (the driver checks those). *err on a region past
-// the application's size.
+// Checks a rectangular region of a live pooled buffer against the asked size
+// (*err = CL_INVALID_VALUE past it); returns m unchanged (the driver checks
+// everything else, against the bucket).
 static cl_mem rect_target(cl_mem m, const size_t* origin, const size_t* region, size_t row, size_t slice,
                           cl_int* err) {
     State& st = state();
