@@ -153,6 +153,25 @@ void check_at_exit() {
     if (!done) clSetUserEventStatus(exit_busy->gate, CL_COMPLETE);  // let the driver wind down
 }
 
+// Handles alive at exit: one in a static (released by its destructor into a
+// registry pool, which is never destroyed: list work only, no driver call),
+// others in locals that exit() never unwinds, from registry pools and from a
+// pool the program owns.
+clpool::PersistentBufferPool::handle static_handle;
+
+int exit_with_live_handles() {
+    cl::Context context(CL_DEVICE_TYPE_DEFAULT);
+    cl::CommandQueue queue(context);
+    static_handle = clpool::get_persistent_pool(queue).allocate(1 << 20);
+    auto device = clpool::get_buffer_pool(queue).allocate(4096);
+    auto pinned = clpool::get_pinned_pool(queue).allocate(64 << 10);
+    auto* owned = new clpool::BufferPool(context);  // the program's own pool, never deleted
+    auto own = owned->allocate(1000);
+    const bool all = static_handle && device && pinned && own;
+    say(std::string("exit-live: holding 4 handles: ") + (all ? "yes" : "no"));
+    std::exit(all ? 0 : 3);
+}
+
 int exit_finishes(bool through_clpool) {
     cl_uint n = 0;
     clGetPlatformIDs(0, nullptr, &n);  // loads the driver first
@@ -315,6 +334,7 @@ int main(int argc, char** argv) {
     if (s == "interrupt-idle") return interrupt_idle();
 #ifdef CLPOOL_HAS_OPENCL
     if (s == "exit-finish") return exit_finishes(true);
+    if (s == "exit-live") return exit_with_live_handles();
     if (s == "exit-control") return exit_finishes(false);
     if (s == "shutdown") return shutdown_opencl();
     if (s == "fork") return fork_case();

@@ -157,6 +157,14 @@ TEST_CASE("normal exit finishes the registered queues before the driver goes") {
     CHECK(has(c, "exit-check: marker pending"));
 }
 
+TEST_CASE("exit with live handles from registry pools, a static and a program-owned pool ends cleanly") {
+    const auto r = run_child("exit-live");
+    CAPTURE(r.output);
+    CHECK(has(r, "exit-live: holding 4 handles: yes"));
+    CHECK(r.status == 0);  // no crash, no abort from a destructor at exit
+    CHECK_FALSE(has(r, "ERROR"));  // nothing from a sanitizer in the child
+}
+
 TEST_CASE("shutdown() finishes the queues, empties the OpenCL pools, and everything refuses work afterwards") {
     const auto r = run_child("shutdown");
     CAPTURE(r.output);
