@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <mutex>
 #include <random>
 #include <thread>
 #include <vector>
@@ -52,6 +53,8 @@ void hammer(P& pool, int threads, int iterations, std::atomic<int>& corrupted) {
 TEST_CASE_TEMPLATE("threads with mixed sizes never share a buffer", P, host::BufferPool,
                    MockPool<PowerOfTwoBuckets, DeviceLocal, Capped, Striped<4>>,
                    MockPool<FixedSetBuckets, HostPinned, Unlimited, Striped<16>>,
+                   MockPool<PowerOfTwoBuckets, DeviceLocal, Capped, LockedBy<std::mutex>>,
+                   MockPool<PowerOfTwoBuckets, DeviceLocal, Unlimited, Striped<4, std::mutex>>,
                    host::PersistentBufferPool CLPOOL_THREAD_OPENCL_POOLS) {
     auto pool = make_pool<P>(typename P::limit_policy{});
     std::atomic<int> corrupted{0};

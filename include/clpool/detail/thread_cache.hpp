@@ -2,6 +2,7 @@
 #pragma once
 
 #include <clpool/detail/process_state.hpp>
+#include <clpool/policies/spin_mutex.hpp>
 
 #include <algorithm>
 #include <array>
@@ -18,23 +19,7 @@ namespace clpool::detail {
 // Guards one magazine. Its thread takes it on every hit and release; others
 // take it only for stats(), trim() and teardown, so it is almost never
 // contended and costs one atomic exchange.
-class spin_lock {
-public:
-    void lock() noexcept {
-        if (!locked_.exchange(true, std::memory_order_acquire)) [[likely]]
-            return;
-        wait_and_lock();
-    }
-    void unlock() noexcept { locked_.store(false, std::memory_order_release); }
-
-private:
-    [[gnu::noinline]] void wait_and_lock() noexcept {
-        do {
-            while (locked_.load(std::memory_order_relaxed)) std::this_thread::yield();
-        } while (locked_.exchange(true, std::memory_order_acquire));
-    }
-    std::atomic<bool> locked_{false};
-};
+using spin_lock = clpool::spin_mutex;
 
 // The part of a magazine that does not depend on the pool's type: what the
 // thread-exit path needs. Owned jointly by its thread's list and its pool's

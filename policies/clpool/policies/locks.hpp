@@ -1,8 +1,9 @@
 // Lock policies: how a pool serialises access to its free lists.
 #pragma once
 
+#include <clpool/policies/spin_mutex.hpp>
+
 #include <cstddef>
-#include <mutex>
 
 namespace clpool {
 
@@ -29,20 +30,32 @@ struct NoLock {
     static constexpr std::size_t stripes = 1;
 };
 
-// One mutex for the whole pool. Simple and cheap when uncontended; threads
-// serialise on it under load.
+// One lock for the whole pool: a spin_mutex (one atomic exchange to lock, a
+// store to unlock; see spin_mutex.hpp for why not std::mutex). Cheap when
+// uncontended; threads serialise on it under load.
 struct SingleMutex {
-    using mutex_type = std::mutex;
+    using mutex_type = spin_mutex;
     static constexpr std::size_t stripes = 1;
 };
 
-// N mutexes chosen by bucket (the Deeplearning4j record's striped locks):
+// N locks chosen by bucket (the Deeplearning4j record's striped locks):
 // threads working on different sizes do not contend. Threads hammering one
 // size still share one stripe, and the byte cap becomes an atomic counter.
-template <std::size_t N = 16>
+template <std::size_t N = 16, class Mutex = spin_mutex>
 struct Striped {
     static_assert(N >= 1, "Striped<N> needs at least one stripe");
-    using mutex_type = std::mutex;
+    using mutex_type = Mutex;
+    static constexpr std::size_t stripes = N;
+};
+
+// Any BasicLockable over N stripes, e.g. LockedBy<std::mutex> for a lock
+// whose waiters sleep in the kernel: slower per hit (pthread's lock and unlock
+// are two atomic read-modify-writes and two calls) but kinder when threads far
+// outnumber cores.
+template <class Mutex, std::size_t N = 1>
+struct LockedBy {
+    static_assert(N >= 1, "LockedBy<Mutex, N> needs at least one stripe");
+    using mutex_type = Mutex;
     static constexpr std::size_t stripes = N;
 };
 
