@@ -63,7 +63,10 @@ TEST_CASE("the device mirror holds the canonical words, uploaded once, and goes 
         CHECK(mirror.buffer(a)() == da());
         // pool2 dies first: its buffer is an orphan freed with the shape.
     }
-    // Both shapes are gone: their buffers went back to the pool.
+    // Both shapes are dead: retired with their buffers, which go back to the
+    // pool when reclaim frees the entries (collect, or every 128 retires).
+    CHECK(pool.stats().bytes_in_use > 0);
+    ShapeTrie::collect();
     const auto st = pool.stats();
     CHECK(trie.size() == 0);
     CHECK(st.bytes_in_use == 0);
@@ -160,6 +163,32 @@ TEST_CASE("threads asking for the same shapes' mirrors get one buffer each") {
     }
     CHECK(mirror.uploads() == shapes.size());
     shapes.clear();
+    ShapeTrie::collect();
     CHECK(pool.stats().bytes_in_use == 0);
+}
+
+TEST_CASE("a reader keeps a dead shape's mirror buffer out of the pool until it ends") {
+    auto& env = test::OpenCLEnv::get();
+    BufferPool pool(env.context);
+    ShapeTrie trie;
+    ShapeMirror mirror(pool, env.queue);
+    ShapeTrie::collect();
+    Shape s = trie.intern({4, 4}, element_type::f64);
+    const cl::Buffer& buf = mirror.buffer(s);
+    CHECK(read_back(buf, s.words().size()) == std::vector<i64>(s.words().begin(), s.words().end()));
+    const auto in_use = pool.stats().bytes_in_use;
+    REQUIRE(in_use > 0);
+    {
+        ShapeTrie::reader r(trie);
+        const i64* p = r.find({4, 4}, element_type::f64);
+        REQUIRE(p == s.data());
+        s.reset();  // dead and unlinked; the reader may still read it
+        ShapeTrie::collect();
+        CHECK(pool.stats().bytes_in_use == in_use);
+        CHECK(p[1] == 4);
+    }
+    ShapeTrie::collect();
+    CHECK(pool.stats().bytes_in_use == 0);
+    CHECK(pool.stats().bytes_cached > 0);
 }
 #endif

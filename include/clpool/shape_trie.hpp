@@ -4,6 +4,7 @@
 #include <clpool/errors.hpp>
 #include <clpool/shape.hpp>
 #include <clpool/shape_error.hpp>
+#include <clpool/detail/epoch.hpp>
 #include <clpool/detail/shape_entry.hpp>
 #include <clpool/detail/rw_lock.hpp>
 #include <clpool/detail/shape_node.hpp>
@@ -29,8 +30,8 @@ namespace clpool {
 // content: equal shapes get the same pointer. The last handle's release frees
 // the entry and prunes the trie, down to an empty trie.
 //
-// Structure: `stripes()` independent tries, each under its own
-// reader-writer lock (detail::rw_lock); a shape's stripe is a hash of its rank and first
+// Structure: `stripes()` independent tries, each with its own writer lock
+// (detail::rw_lock); a shape's stripe is a hash of its rank and first
 // extents. Inside a stripe the root is chosen by rank, then the walk follows
 // the shape's own values (extents, strides, type, order) through branch
 // nodes that each test one value, to a leaf that is the entry itself; one
@@ -38,11 +39,19 @@ namespace clpool {
 // trie, as the record's diagram draws it).
 //
 // Thread safety: every member function may be called from any threads at
-// once. Lookups of one stripe run in parallel (shared lock); inserting and
-// unlinking take that stripe's lock exclusively. Destroy a trie only when no
-// other thread uses it; handles still out then free their entry on release.
+// once. Lookups take no lock and write nothing shared (RCU-style, see
+// docs/SHAPES.md "Read path"): they pin the process-wide epoch
+// (detail::epoch_domain), walk atomic slots and compare. Inserting and
+// unlinking take the stripe's lock exclusively and never change a node in
+// place: they publish a new node and retire the old one, and a dead entry is
+// retired too; retired memory is freed by a later reclaim, once no read
+// section that could see it is still open (every 128 retires per thread, or
+// collect()). Destroy a trie only when no other thread uses it (no reader
+// open on it); handles still out then free their entry on release.
 class ShapeTrie {
 public:
+    class reader;
+
     static constexpr std::size_t max_rank = 32;
     static constexpr std::size_t default_stripes = 256;  // the record moved from 32 to 256
 
@@ -58,7 +67,7 @@ public:
     // and free themselves (and their device mirrors) on their last release.
     ~ShapeTrie() {
         for (std::size_t i = 0; i <= mask_; ++i)
-            for (auto& root : stripes_[i].roots) orphan(root);
+            for (auto& root : stripes_[i].roots) orphan(root.load(std::memory_order_acquire));
     }
 
     // The process-wide trie (default stripes). Never destroyed, so handles
@@ -73,10 +82,13 @@ public:
     // Throws shape_error (rank above max_rank, a negative extent, an element
     // count or byte size that overflows int64, an unknown type or order; the
     // message names the values and the limit), std::bad_alloc on a miss.
-    // Cost: a hit is one shared lock, a walk of a few nodes, one key
-    // comparison and one atomic increment; it allocates nothing and builds no
-    // descriptor (the key is read in place, dense strides on the stack).
-    // A miss allocates the entry and at most one branch node.
+    // Cost: a hit is an epoch pin and unpin (two plain stores), a lock-free
+    // walk of a few nodes, one key comparison and one atomic CAS on the
+    // entry's count (the handle's drop is one more atomic RMW); it takes no
+    // lock, allocates nothing and builds no descriptor (the key is read in
+    // place, dense strides on the stack). For a lookup with no atomic RMW at
+    // all, use a reader. A miss allocates the entry and at most one branch
+    // node (copy-on-write: the replaced node is retired).
     Shape intern(std::span<const std::int64_t> extents, element_type t, order o = order::c) {
         check_rank(extents.size(), extents);
         std::array<std::int64_t, max_rank> strides;
@@ -132,11 +144,28 @@ public:
         check_rank(extents.size(), extents);
         if (strides.size() != extents.size()) return {};
         const key k = key_of(extents, strides.data(), t, o);
-        const auto& st = stripes_[k.stripe];
-        std::shared_lock lock(st.mutex);
-        auto* e = lookup(st, k);
+        detail::epoch_guard pin;
+        auto* e = lookup(stripes_[k.stripe], k);
         return e && try_ref(e) ? Shape::adopt(e) : Shape();
     }
+
+    // Frees what can be freed now of the memory retired by every trie in the
+    // process (dead entries with their device mirrors' buffers, replaced
+    // branch nodes): everything retired before the call, unless some thread
+    // is inside a read section (a reader, or an intern in flight) that began
+    // before it. Returns the number of objects freed. Blocks only on another
+    // collect. Never throws. Cost: three membarrier system calls (or fences)
+    // and a walk of the per-thread records, plus the frees. Reclaim also runs
+    // on its own every 128 retires per thread; call this to bound memory now
+    // (tests, after dropping many shapes, before checking a pool is empty).
+    static std::size_t collect() noexcept { return detail::epoch_domain::instance().collect(); }
+
+    // Shape entries allocated and not yet freed, in every trie of the
+    // process: held, dying, orphaned and retired-but-not-reclaimed ones.
+    // A relaxed snapshot, for tests and diagnostics.
+    static std::int64_t live_entries() noexcept { return entry::live_count().load(std::memory_order_relaxed); }
+    // Branch nodes allocated and not yet freed, in every trie (as above).
+    static std::int64_t live_nodes() noexcept { return inner::live_count().load(std::memory_order_relaxed); }
 
     // Distinct shapes held now. Locks each stripe (shared) in turn.
     std::size_t size() const {
@@ -174,7 +203,7 @@ public:
             std::shared_lock lock(st.mutex);
             std::size_t entries = 0, inner = 0;
             for (std::size_t r = 0; r <= max_rank; ++r)
-                check_subtree(st.roots[r], i, r, 0, nullptr, entries, inner);
+                check_subtree(st.roots[r].load(std::memory_order_acquire), i, r, 0, nullptr, entries, inner);
             if (entries != st.entries || inner != st.inner_nodes)
                 throw std::logic_error("shape trie: stripe " + std::to_string(i) + " counts " +
                                        std::to_string(st.entries) + " entries / " + std::to_string(st.inner_nodes) +
@@ -190,10 +219,11 @@ private:
     using entry = detail::shape_entry;
     using inner = detail::shape_inner;
 
-    // One stripe: a lock and one root per rank, on cache lines of its own.
+    // One stripe: a writer lock and one root per rank, on cache lines of its
+    // own. Roots are read without the lock (acquire loads); writers hold it.
     struct alignas(64) stripe {
         mutable detail::rw_lock mutex;
-        std::array<slot, max_rank + 1> roots{};
+        std::array<std::atomic<slot>, max_rank + 1> roots{};
         std::size_t entries = 0;
         std::size_t inner_nodes = 0;
     };
@@ -272,11 +302,11 @@ private:
         return k;
     }
 
-    // A reference from a lookup, under the stripe's lock (either mode): only
-    // while the count is above zero. At zero the entry is dying (its last
-    // releaser waits for the exclusive lock, so it cannot free the entry
-    // while we look) and must not be revived. A CAS, not an add and undo: a
-    // second lookup could take the undone add for a live count.
+    // A reference from a lookup, inside a read section: only while the count
+    // is above zero. At zero the entry is dying (its memory is retired, not
+    // freed, so it stays readable while we are pinned) and must not be
+    // revived. A CAS, not an add and undo: a second lookup could take the
+    // undone add for a live count.
     static bool try_ref(entry* e) noexcept {
         auto n = e->refs.load(std::memory_order_relaxed);
         while (n != 0)
@@ -284,13 +314,15 @@ private:
         return false;
     }
 
+    // Inside a read section (or under the stripe's lock). Acquire loads: a
+    // node or entry reached is seen as its writer built it before publishing.
     static entry* lookup(const stripe& st, const key& k) noexcept {
-        slot s = st.roots[k.rank];
+        slot s = st.roots[k.rank].load(std::memory_order_acquire);
         while (s && !detail::is_leaf(s)) {
-            inner* n = detail::inner_of(s);
-            const slot* c = n->child(k.word(n->depth));
+            const inner* n = detail::inner_of(s);
+            const auto* c = n->child(k.word(n->depth));
             if (!c) return nullptr;
-            s = *c;
+            s = c->load(std::memory_order_acquire);
         }
         if (!s) return nullptr;
         entry* e = detail::leaf_of(s);
@@ -300,7 +332,7 @@ private:
     Shape intern_key(const key& k) {
         auto& st = stripes_[k.stripe];
         {
-            std::shared_lock lock(st.mutex);
+            detail::epoch_guard pin;
             if (entry* e = lookup(st, k); e && try_ref(e)) return Shape::adopt(e);
         }
         const std::int64_t count = validate(k);
@@ -364,21 +396,23 @@ private:
 
     // Under the stripe's exclusive lock. Returns the live entry for k with a
     // reference taken: an existing one (a racing intern won), or `fresh`,
-    // linked in. Throws std::bad_alloc (a new branch node) and then changes nothing.
+    // linked in. Throws std::bad_alloc (a new branch node) and then changes
+    // nothing. Readers may be walking: every change is one release store of
+    // one slot (a fresh leaf, or a new node replacing an old one, retired).
     entry* insert(stripe& st, const key& k, entry* fresh) {
-        slot* root = &st.roots[k.rank];
-        if (!*root) {
-            *root = detail::leaf_slot(fresh);
+        std::atomic<slot>* root = &st.roots[k.rank];
+        if (!root->load(std::memory_order_relaxed)) {
+            root->store(detail::leaf_slot(fresh), std::memory_order_release);
             ++st.entries;
             return fresh;
         }
         // Any leaf reached by following k where it can be followed shares
         // k's words up to the first word where k differs from every key here.
-        slot s = *root;
+        slot s = root->load(std::memory_order_relaxed);
         while (!detail::is_leaf(s)) {
             inner* n = detail::inner_of(s);
-            const slot* c = n->child(k.word(n->depth));
-            s = c ? *c : n->kids[0];
+            const auto* c = n->child(k.word(n->depth));
+            s = (c ? *c : n->kids()[0]).load(std::memory_order_relaxed);
         }
         entry* near = detail::leaf_of(s);
         const std::int64_t* nw = near->data() + 1;
@@ -386,80 +420,104 @@ private:
         std::uint32_t d = 0;
         while (d < len && k.word(d) == nw[d]) ++d;
         // Walk again down to the first node branching at d or later.
-        slot* at = root;
-        while (!detail::is_leaf(*at) && detail::inner_of(*at)->depth < d) {
-            inner* n = detail::inner_of(*at);
-            at = n->child(k.word(n->depth));  // present: k agrees with `near` before d
+        std::atomic<slot>* at = root;
+        for (;;) {
+            const slot cur = at->load(std::memory_order_relaxed);
+            if (detail::is_leaf(cur) || detail::inner_of(cur)->depth >= d) break;
+            at = detail::inner_of(cur)->child(k.word(detail::inner_of(cur)->depth));  // present: k agrees with `near` before d
         }
-        if (d == len) {  // `near` is this very shape (so *at is its leaf)
+        const slot cur = at->load(std::memory_order_relaxed);
+        if (d == len) {  // `near` is this very shape (so cur is its leaf)
             if (try_ref(near)) return near;
             // Dying: put the new entry in its place; its last releaser will
-            // find itself unlinked and only free it.
-            *at = detail::leaf_slot(fresh);
+            // find itself unlinked and only retire it. A tombstone has no
+            // releaser left: retire it here.
+            at->store(detail::leaf_slot(fresh), std::memory_order_release);
+            if (near->tombstone) detail::epoch_domain::retire(near, &entry::destroy_retired);
             return fresh;
         }
-        if (!detail::is_leaf(*at) && detail::inner_of(*at)->depth == d) {
-            inner* n = detail::inner_of(*at);
-            n->reserve_one();
-            n->insert(k.word(d), detail::leaf_slot(fresh));
+        if (!detail::is_leaf(cur) && detail::inner_of(cur)->depth == d) {
+            inner* old = detail::inner_of(cur);
+            inner* n = inner::with_child(*old, k.word(d), detail::leaf_slot(fresh));
+            at->store(reinterpret_cast<slot>(n), std::memory_order_release);
+            detail::epoch_domain::retire(old, &inner::destroy_retired);
         } else {
-            auto n = std::make_unique<inner>(d);
-            n->insert(nw[d], *at);
-            n->insert(k.word(d), detail::leaf_slot(fresh));
-            *at = reinterpret_cast<slot>(n.release());
+            inner* n = inner::pair(d, nw[d], cur, k.word(d), detail::leaf_slot(fresh));
+            at->store(reinterpret_cast<slot>(n), std::memory_order_release);
             ++st.inner_nodes;
         }
         ++st.entries;
         return fresh;
     }
 
-    // The last handle is gone: unlink (if the trie still lives), then free
-    // the entry and its attachments outside the lock.
+    // The last handle is gone: unlink (if the trie still lives), then retire
+    // the entry; it and its attachments (a device mirror's buffer) are freed
+    // by a later reclaim, once no reader can hold it.
     static void last_release(entry* e) noexcept {
-        if (auto* t = static_cast<ShapeTrie*>(e->owner.load(std::memory_order_acquire))) t->unlink(e);
-        entry::destroy(e);
+        bool tombstone = false;
+        if (auto* t = static_cast<ShapeTrie*>(e->owner.load(std::memory_order_acquire))) tombstone = t->unlink(e);
+        if (!tombstone) detail::epoch_domain::retire(e, &entry::destroy_retired);
     }
 
     // Removes e if it is still the leaf for its key (a racing intern may have
-    // replaced it). A branch left with one child is replaced by that child.
-    void unlink(entry* e) noexcept {
+    // replaced it). A branch left with one child is replaced by that child;
+    // otherwise by a copy without e's slot. The replaced branch is retired.
+    // Returns false, or true when the copy could not be allocated: e then
+    // stays linked as a tombstone (dead, never revived) and is not retired.
+    bool unlink(entry* e) noexcept {
         auto& st = stripes_[e->stripe];
         std::unique_lock lock(st.mutex);
         const std::int64_t* w = e->data() + 1;
-        slot* at = &st.roots[static_cast<std::size_t>(e->data()[0])];
-        slot* parent_at = nullptr;
+        std::atomic<slot>* at = &st.roots[static_cast<std::size_t>(e->data()[0])];
+        std::atomic<slot>* parent_at = nullptr;
         std::uint32_t index = 0;
-        while (*at && !detail::is_leaf(*at)) {
-            inner* n = detail::inner_of(*at);
+        for (;;) {
+            const slot cur = at->load(std::memory_order_relaxed);
+            if (!cur || detail::is_leaf(cur)) break;
+            inner* n = detail::inner_of(cur);
             index = n->find(w[n->depth]);
-            if (index == n->count) return;
+            if (index == n->count) return false;
             parent_at = at;
-            at = &n->kids[index];
+            at = &n->kids()[index];
         }
-        if (*at != detail::leaf_slot(e)) return;
-        --st.entries;
+        if (at->load(std::memory_order_relaxed) != detail::leaf_slot(e)) return false;
         if (!parent_at) {
-            *at = 0;
-            return;
+            at->store(0, std::memory_order_release);
+            --st.entries;
+            return false;
         }
-        inner* parent = detail::inner_of(*parent_at);
-        parent->erase(index);
-        if (parent->count == 1) {
-            *parent_at = parent->kids[0];
-            delete parent;
+        inner* parent = detail::inner_of(parent_at->load(std::memory_order_relaxed));
+        if (parent->count == 2) {
+            parent_at->store(parent->kids()[1 - index].load(std::memory_order_relaxed), std::memory_order_release);
             --st.inner_nodes;
+        } else {
+            inner* n = nullptr;
+            try {
+                n = inner::without_child(*parent, index);
+            } catch (...) {
+                e->tombstone = true;
+                return true;
+            }
+            parent_at->store(reinterpret_cast<slot>(n), std::memory_order_release);
         }
+        --st.entries;
+        detail::epoch_domain::retire(parent, &inner::destroy_retired);
+        return false;
     }
 
+    // The trie is dying and no one reads it: branch nodes are freed now;
+    // entries are left to their handles (a tombstone, which has none, is retired).
     static void orphan(slot s) noexcept {
         if (!s) return;
         if (detail::is_leaf(s)) {
-            detail::leaf_of(s)->owner.store(nullptr, std::memory_order_release);
+            entry* e = detail::leaf_of(s);
+            e->owner.store(nullptr, std::memory_order_release);
+            if (e->tombstone) detail::epoch_domain::retire(e, &entry::destroy_retired);
             return;
         }
         inner* n = detail::inner_of(s);
-        for (std::uint32_t i = 0; i < n->count; ++i) orphan(n->kids[i]);
-        delete n;
+        for (std::uint32_t i = 0; i < n->count; ++i) orphan(n->kids()[i].load(std::memory_order_relaxed));
+        inner::destroy(n);
     }
 
     // `prefix` is a key (entry words + 1) every key below must agree with
@@ -489,20 +547,85 @@ private:
         if (n->count < 2) fail("branch with fewer than two children");
         if (n->depth < depth_floor || n->depth >= 2 * rank + 2) fail("branch depth out of order");
         for (std::uint32_t i = 0; i < n->count; ++i) {
-            if (i && n->keys[i - 1] >= n->keys[i]) fail("branch keys not sorted");
+            if (i && n->keys()[i - 1] >= n->keys()[i]) fail("branch keys not sorted");
             // Every key below child i has word n->depth == keys[i]: check on one leaf.
-            slot c = n->kids[i];
-            while (!detail::is_leaf(c)) c = detail::inner_of(c)->kids[0];
+            const slot kid = n->kids()[i].load(std::memory_order_acquire);
+            if (!kid) fail("empty child slot");
+            slot c = kid;
+            while (!detail::is_leaf(c)) c = detail::inner_of(c)->kids()[0].load(std::memory_order_acquire);
             const std::int64_t* w = detail::leaf_of(c)->data() + 1;
-            if (w[n->depth] != n->keys[i]) fail("child under the wrong branch word");
+            if (w[n->depth] != n->keys()[i]) fail("child under the wrong branch word");
             if (prefix && std::memcmp(prefix, w, depth_floor * sizeof(std::int64_t)) != 0)
                 fail("subtree disagrees with its prefix");
-            check_subtree(n->kids[i], stripe_index, rank, n->depth + 1, w, entries, inner_nodes);
+            check_subtree(kid, stripe_index, rank, n->depth + 1, w, entries, inner_nodes);
         }
     }
 
     std::size_t mask_;
     std::unique_ptr<stripe[]> stripes_;
+};
+
+// A borrowed, uncounted read section (RCU-style). Construction pins the
+// process-wide epoch on the calling thread, destruction unpins it (a
+// plain store each; sections nest). Inside it, find() returns the
+// canonical buffer of an interned shape, or nullptr, with no lock, no
+// atomic read-modify-write and no heap: a walk and one key comparison.
+//
+// Lifetime: a pointer from find() stays readable until this reader is
+// destroyed, even if every handle to the shape is dropped meanwhile (the
+// dead entry is unlinked at once, so a new intern makes a new entry with
+// a new pointer, but its memory is freed only after the reader ends).
+// Hold a pointer longer only through retain(). While any reader is open,
+// nothing retired since it opened is freed, in any trie of the process:
+// keep readers short (a reader held forever stops all reclamation).
+// Thread affinity: use and destroy it on the thread that made it; it is
+// neither copyable nor movable. The trie must outlive it.
+class ShapeTrie::reader {
+public:
+    explicit reader(const ShapeTrie& trie) noexcept : trie_(trie), rec_(detail::epoch_domain::pin()) {}
+    ~reader() { detail::epoch_domain::unpin(rec_); }
+    reader(const reader&) = delete;
+    reader& operator=(const reader&) = delete;
+
+    // The canonical buffer for these extents with dense strides for `o`
+    // and element type t (as intern would make it), or nullptr if it is
+    // not interned now. Never throws, never inserts: a rank above
+    // max_rank or an invalid shape is simply not found.
+    const std::int64_t* find(std::span<const std::int64_t> extents, element_type t,
+                             order o = order::c) const noexcept {
+        if (extents.size() > max_rank) return nullptr;
+        std::array<std::int64_t, max_rank> strides;
+        dense_strides(extents, o, strides.data());
+        return hit(trie_.key_of(extents, strides.data(), t, o));
+    }
+    const std::int64_t* find(std::initializer_list<std::int64_t> extents, element_type t,
+                             order o = order::c) const noexcept {
+        return find(std::span<const std::int64_t>(extents.begin(), extents.size()), t, o);
+    }
+    // As above with explicit strides; nullptr also when the counts differ.
+    const std::int64_t* find(std::span<const std::int64_t> extents, std::span<const std::int64_t> strides,
+                             element_type t, order o) const noexcept {
+        if (extents.size() > max_rank || strides.size() != extents.size()) return nullptr;
+        return hit(trie_.key_of(extents, strides.data(), t, o));
+    }
+
+    // A counted handle to the shape whose buffer `p` is (a pointer this
+    // reader's find returned), or an empty one if that shape has died
+    // since (its last handle was released). Cost: one atomic CAS.
+    Shape retain(const std::int64_t* p) const noexcept {
+        if (!p) return {};
+        auto* e = const_cast<entry*>(reinterpret_cast<const entry*>(p) - 1);
+        return try_ref(e) ? Shape::adopt(e) : Shape();
+    }
+
+private:
+    const std::int64_t* hit(const key& k) const noexcept {
+        const entry* e = lookup(trie_.stripes_[k.stripe], k);
+        return e ? e->data() : nullptr;
+    }
+
+    const ShapeTrie& trie_;
+    detail::epoch_record* rec_;
 };
 
 }  // namespace clpool

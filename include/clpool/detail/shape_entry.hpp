@@ -1,6 +1,8 @@
 // shape_entry: one interned shape (refcount, owner, device attachments, then the canonical words).
 #pragma once
 
+#include <clpool/detail/epoch.hpp>
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -25,11 +27,14 @@ inline std::uint64_t next_attachment_key() noexcept {
 
 // One block per interned shape: this header, then `words` int64 values (the
 // canonical buffer, docs/SHAPES.md has the layout). The block is immutable
-// after construction except for refs, owner and the attachment list.
-struct shape_entry {
+// after construction except for refs, owner, the attachment list and the
+// writers' tombstone flag. Readers reach it without locks, so it is never
+// deleted directly once published: it is retired (epoch_retired) and freed,
+// attachments and all, when no reader can hold it.
+struct shape_entry : epoch_retired {
     // Handles sharing this entry. A lookup takes a reference only while the
-    // count is above zero (under the stripe's shared lock); the release that
-    // takes it to zero owns the entry and calls on_last_release.
+    // count is above zero (a CAS); the release that takes it to zero owns
+    // the entry and calls on_last_release.
     std::atomic<std::size_t> refs{1};
     // Called by the release that took refs to zero: unlinks (if the owner is
     // still alive) and destroys. Set by the owner; never throws.
@@ -40,6 +45,10 @@ struct shape_entry {
     std::atomic<shape_attachment*> attachments{nullptr};
     std::uint32_t words = 0;   // length of the canonical buffer
     std::uint32_t stripe = 0;  // the owner's stripe holding this entry
+    // Set (under the stripe's lock) when its unlink could not allocate the
+    // smaller branch node: the dead entry stays linked, found by lookups but
+    // never revived, until an intern of the same shape replaces and retires it.
+    bool tombstone = false;
 
     std::int64_t* data() noexcept { return reinterpret_cast<std::int64_t*>(this + 1); }
     const std::int64_t* data() const noexcept { return reinterpret_cast<const std::int64_t*>(this + 1); }
@@ -53,6 +62,7 @@ struct shape_entry {
         e->stripe = stripe;
         e->owner.store(owner, std::memory_order_relaxed);
         e->on_last_release = on_last;
+        live_count().fetch_add(1, std::memory_order_relaxed);
         return e;
     }
 
@@ -65,6 +75,15 @@ struct shape_entry {
         }
         e->~shape_entry();
         ::operator delete(static_cast<void*>(e));
+        live_count().fetch_sub(1, std::memory_order_relaxed);
+    }
+    static void destroy_retired(epoch_retired* p) noexcept { destroy(static_cast<shape_entry*>(p)); }
+
+    // Entries allocated and not yet freed, in every trie of the process
+    // (retired ones included until reclaimed; tests check it returns to zero).
+    static std::atomic<std::int64_t>& live_count() noexcept {
+        static constinit std::atomic<std::int64_t> n{0};
+        return n;
     }
 };
 

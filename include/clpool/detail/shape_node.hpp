@@ -1,11 +1,14 @@
-// shape_inner: a branch node of the shape trie (children keyed by one key word), and tagged slots.
+// shape_inner: a copy-on-write branch node of the shape trie (children keyed by one key word), and tagged slots.
 #pragma once
 
+#include <clpool/detail/epoch.hpp>
 #include <clpool/detail/shape_entry.hpp>
 
 #include <algorithm>
+#include <atomic>
+#include <cstddef>
 #include <cstdint>
-#include <memory>
+#include <new>
 
 namespace clpool::detail {
 
@@ -23,82 +26,123 @@ inline shape_inner* inner_of(shape_slot s) noexcept { return reinterpret_cast<sh
 // [0, depth) and its children differ at word `depth` (a multiway crit-bit /
 // Patricia node on whole words). Always at least two children; the one that
 // would be left alone replaces its parent instead. Children are sorted by
-// key word: small nodes are scanned, large ones binary-searched. Four
-// children live inside the node; more move to the heap (on insert only).
-struct shape_inner {
-    static constexpr std::uint32_t inline_capacity = 4;
+// key word: small nodes are scanned, large ones binary-searched.
+//
+// Read without locks (docs/SHAPES.md, "Read path"): once published a node's
+// depth, count and keys never change; only a child slot may be swapped in
+// place (an atomic store, for a dying leaf replaced by a fresh one). Adding or
+// removing a child builds a new node (with_child / without_child) that the
+// writer publishes and the old one is retired, freed when no reader can see it.
+// One allocation: this header, then `count` keys, then `count` slots.
+struct shape_inner : epoch_retired {
+    std::uint32_t depth;
+    std::uint32_t count;
 
-    explicit shape_inner(std::uint32_t d) noexcept : depth(d) {}
     shape_inner(const shape_inner&) = delete;
     shape_inner& operator=(const shape_inner&) = delete;
-    ~shape_inner() {
-        if (keys != small_keys) {
-            delete[] keys;
-            delete[] kids;
-        }
+
+    const std::int64_t* keys() const noexcept { return reinterpret_cast<const std::int64_t*>(this + 1); }
+    std::int64_t* keys() noexcept { return reinterpret_cast<std::int64_t*>(this + 1); }
+    std::atomic<shape_slot>* kids() noexcept {
+        return reinterpret_cast<std::atomic<shape_slot>*>(keys() + count);
+    }
+    const std::atomic<shape_slot>* kids() const noexcept {
+        return reinterpret_cast<const std::atomic<shape_slot>*>(keys() + count);
     }
 
     // Index of the child for word w, or count when there is none.
     std::uint32_t find(std::int64_t w) const noexcept {
+        const std::int64_t* k = keys();
         if (count <= 8) {
             for (std::uint32_t i = 0; i < count; ++i)
-                if (keys[i] == w) return i;
+                if (k[i] == w) return i;
             return count;
         }
-        const auto* it = std::lower_bound(keys, keys + count, w);
-        return (it != keys + count && *it == w) ? static_cast<std::uint32_t>(it - keys) : count;
+        const auto* it = std::lower_bound(k, k + count, w);
+        return (it != k + count && *it == w) ? static_cast<std::uint32_t>(it - k) : count;
     }
 
-    shape_slot* child(std::int64_t w) noexcept {
+    // The child for w, or nullptr.
+    std::atomic<shape_slot>* child(std::int64_t w) noexcept {
         const auto i = find(w);
-        return i < count ? &kids[i] : nullptr;
+        return i < count ? &kids()[i] : nullptr;
+    }
+    const std::atomic<shape_slot>* child(std::int64_t w) const noexcept {
+        const auto i = find(w);
+        return i < count ? &kids()[i] : nullptr;
     }
 
-    // Room for one more child. Throws std::bad_alloc and then changes nothing.
-    void reserve_one() {
-        if (count < capacity) return;
-        const std::uint32_t cap = capacity * 2;
-        auto k = std::make_unique<std::int64_t[]>(cap);
-        auto s = std::make_unique<shape_slot[]>(cap);
-        std::copy(keys, keys + count, k.get());
-        std::copy(kids, kids + count, s.get());
-        if (keys != small_keys) {
-            delete[] keys;
-            delete[] kids;
+    // A node at `depth` with the two children a (word wa) and b (word wb != wa).
+    // Throws std::bad_alloc.
+    static shape_inner* pair(std::uint32_t depth, std::int64_t wa, shape_slot a, std::int64_t wb, shape_slot b) {
+        shape_inner* n = make(depth, 2);
+        if (wb < wa) {
+            std::swap(wa, wb);
+            std::swap(a, b);
         }
-        keys = k.release();
-        kids = s.release();
-        capacity = cap;
+        n->keys()[0] = wa;
+        n->keys()[1] = wb;
+        n->kids()[0].store(a, std::memory_order_relaxed);
+        n->kids()[1].store(b, std::memory_order_relaxed);
+        return n;
     }
 
-    // Adds a child for a word not present; reserve_one() first.
-    void insert(std::int64_t w, shape_slot s) noexcept {
-        std::uint32_t i = count;
-        while (i > 0 && keys[i - 1] > w) {
-            keys[i] = keys[i - 1];
-            kids[i] = kids[i - 1];
-            --i;
+    // A copy of `old` with one more child (word w, not present). Throws std::bad_alloc.
+    static shape_inner* with_child(const shape_inner& old, std::int64_t w, shape_slot s) {
+        shape_inner* n = make(old.depth, old.count + 1);
+        std::uint32_t j = 0;
+        bool placed = false;
+        for (std::uint32_t i = 0; i < old.count; ++i) {
+            if (!placed && w < old.keys()[i]) {
+                n->set(j++, w, s);
+                placed = true;
+            }
+            n->set(j++, old.keys()[i], old.kids()[i].load(std::memory_order_relaxed));
         }
-        keys[i] = w;
-        kids[i] = s;
-        ++count;
+        if (!placed) n->set(j, w, s);
+        return n;
     }
 
-    void erase(std::uint32_t i) noexcept {
-        for (; i + 1 < count; ++i) {
-            keys[i] = keys[i + 1];
-            kids[i] = kids[i + 1];
-        }
-        --count;
+    // A copy of `old` (three or more children) without child i. Throws std::bad_alloc.
+    static shape_inner* without_child(const shape_inner& old, std::uint32_t i) {
+        shape_inner* n = make(old.depth, old.count - 1);
+        for (std::uint32_t k = 0, j = 0; k < old.count; ++k)
+            if (k != i) n->set(j++, old.keys()[k], old.kids()[k].load(std::memory_order_relaxed));
+        return n;
     }
 
-    std::uint32_t depth;
-    std::uint32_t count = 0;
-    std::uint32_t capacity = inline_capacity;
-    std::int64_t* keys = small_keys;
-    shape_slot* kids = small_kids;
-    std::int64_t small_keys[inline_capacity]{};
-    shape_slot small_kids[inline_capacity]{};
+    // Frees the node only (never its children).
+    static void destroy(shape_inner* n) noexcept {
+        live_count().fetch_sub(1, std::memory_order_relaxed);
+        n->~shape_inner();
+        ::operator delete(static_cast<void*>(n));
+    }
+    static void destroy_retired(epoch_retired* p) noexcept { destroy(static_cast<shape_inner*>(p)); }
+
+    // Nodes allocated and not yet freed, in every trie of the process (tests check it returns to zero).
+    static std::atomic<std::int64_t>& live_count() noexcept {
+        static constinit std::atomic<std::int64_t> n{0};
+        return n;
+    }
+
+private:
+    shape_inner(std::uint32_t d, std::uint32_t c) noexcept : depth(d), count(c) {}
+
+    static shape_inner* make(std::uint32_t depth, std::uint32_t count) {
+        void* p = ::operator new(sizeof(shape_inner) + std::size_t{count} * (sizeof(std::int64_t) + sizeof(shape_slot)));
+        auto* n = new (p) shape_inner(depth, count);
+        for (std::uint32_t i = 0; i < count; ++i) new (&n->kids()[i]) std::atomic<shape_slot>(0);
+        live_count().fetch_add(1, std::memory_order_relaxed);
+        return n;
+    }
+
+    void set(std::uint32_t i, std::int64_t w, shape_slot s) noexcept {
+        keys()[i] = w;
+        kids()[i].store(s, std::memory_order_relaxed);
+    }
 };
+
+static_assert(sizeof(shape_inner) % alignof(std::int64_t) == 0, "the keys must follow the header aligned");
+static_assert(sizeof(std::atomic<shape_slot>) == sizeof(shape_slot), "slots are plain words");
 
 }  // namespace clpool::detail

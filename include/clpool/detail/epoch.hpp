@@ -1,0 +1,289 @@
+// epoch: process-wide epoch-based reclamation (EBR) for lock-free readers, with membarrier-backed cheap pins.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <mutex>
+#include <new>
+
+#if defined(__linux__)
+#include <linux/membarrier.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
+#if defined(__SANITIZE_THREAD__)
+#define CLPOOL_EPOCH_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define CLPOOL_EPOCH_TSAN 1
+#endif
+#endif
+#ifndef CLPOOL_EPOCH_TSAN
+#define CLPOOL_EPOCH_TSAN 0
+#endif
+
+namespace clpool::detail {
+
+// Something that can be retired: unlinked from every shared structure, to be
+// freed once no reader can still hold a pointer to it. The hook lives inside
+// the object (intrusive), so retire() never allocates and never fails.
+struct epoch_retired {
+    epoch_retired* retired_next = nullptr;
+    void (*reclaim)(epoch_retired*) noexcept = nullptr;  // frees the object
+    std::uint64_t retired_epoch = 0;
+};
+
+// One thread's view: whether it is inside a read section, and at which epoch;
+// and what it has retired since the last reclaim. Allocated once, kept in a
+// push-only list, taken over by a later thread after its owner exits.
+struct alignas(64) epoch_record {
+    // 0: outside any read section; otherwise (epoch << 1) | 1. Written only
+    // by the owner (plain stores); read by the reclaimer.
+    std::atomic<std::uint64_t> state{0};
+    std::uint32_t nest = 0;           // read-section nesting; owner only
+    std::uint32_t since_reclaim = 0;  // retires since this thread last tried to reclaim; owner only
+    std::atomic<epoch_retired*> retired{nullptr};  // pushed by the owner, taken whole by the reclaimer
+    std::atomic<bool> in_use{true};
+    epoch_record* next = nullptr;  // immutable once the record is in the list
+};
+
+// This thread's record (nullptr until its first pin or retire), and whether
+// the thread is past its thread_local destructors' start.
+inline constinit thread_local epoch_record* epoch_tls_record = nullptr;
+inline constinit thread_local bool epoch_tls_exited = false;
+
+// Gives the thread's record back when the thread exits.
+struct epoch_record_releaser {
+    epoch_record* record = nullptr;
+    ~epoch_record_releaser() {
+        epoch_tls_exited = true;
+        epoch_tls_record = nullptr;
+        // Its retired objects stay on it; any later reclaim takes them.
+        if (record) record->in_use.store(false, std::memory_order_release);
+    }
+};
+inline thread_local epoch_record_releaser epoch_tls_releaser;
+
+// The domain: one per process, never destroyed (leftover retired objects are
+// simply left at exit, reachable from it, so leak checkers stay quiet and no
+// destructor runs at exit).
+//
+// Protocol (as crossbeam-epoch, with an asymmetric fence):
+//   reader pin:   state = (G << 1) | 1 (a plain store), then a compiler-only
+//                 barrier; unpin: state = 0 (release store).
+//   retire:       the object, already unlinked, is pushed on the thread's list.
+//   reclaim:      under one mutex: take every thread's list (tagging it with
+//                 the current epoch g), membarrier(PRIVATE_EXPEDITED) (a full
+//                 fence on every running thread of the process, pairing with
+//                 the readers' compiler barriers), scan the records: if every
+//                 pinned one is at g, advance G to g + 1. Objects tagged t are
+//                 freed once G >= t + 2: every reader that could have seen
+//                 them has left its section.
+// Without membarrier (old kernel, seccomp, or ThreadSanitizer, which does not
+// model it) the reader's pin is a seq_cst store plus a seq_cst fence instead.
+class epoch_domain {
+public:
+    static constexpr std::uint32_t reclaim_every = 128;  // retires per thread between reclaim attempts
+
+    static epoch_domain& instance() noexcept {
+        static epoch_domain* d = new epoch_domain();  // intentionally never deleted
+        return *d;
+    }
+
+    bool uses_membarrier() const noexcept { return membarrier_; }
+
+    // Enters a read section (nests). Cost: a thread_local load, a relaxed
+    // load of the global epoch and a plain store, plus a compiler barrier
+    // (with membarrier) or a full fence (without). Never fails.
+    static epoch_record* pin() noexcept {
+        epoch_record* r = epoch_tls_record;
+        if (!r) [[unlikely]]
+            r = instance().acquire_record();
+        if (r->nest++ == 0) {
+            const std::uint64_t g = global_.load(std::memory_order_relaxed);
+#if CLPOOL_EPOCH_TSAN
+            r->state.store((g << 1) | 1, std::memory_order_seq_cst);
+            std::atomic_thread_fence(std::memory_order_seq_cst);
+#else
+            if (membarrier_flag_.load(std::memory_order_relaxed)) {
+                // Release (a plain store on x86): a reclaimer that reads this
+                // state also sees the end of this thread's earlier sections.
+                r->state.store((g << 1) | 1, std::memory_order_release);
+                std::atomic_signal_fence(std::memory_order_seq_cst);
+            } else {
+                r->state.store((g << 1) | 1, std::memory_order_seq_cst);
+                std::atomic_thread_fence(std::memory_order_seq_cst);
+            }
+#endif
+        }
+        return r;
+    }
+
+    // Leaves a read section: the outermost one clears the state (a release store).
+    static void unpin(epoch_record* r) noexcept {
+        if (--r->nest == 0) r->state.store(0, std::memory_order_release);
+    }
+
+    // Hands over an object already unreachable for new readers; it is freed
+    // by a later reclaim. Never allocates, never throws. Every
+    // reclaim_every retires on one thread, tries a reclaim (skipped if
+    // another thread is reclaiming).
+    static void retire(epoch_retired* p, void (*reclaim)(epoch_retired*) noexcept) noexcept {
+        p->reclaim = reclaim;
+        epoch_record* r = epoch_tls_record;
+        if (!r) r = instance().acquire_record();
+        epoch_retired* head = r->retired.load(std::memory_order_relaxed);
+        do p->retired_next = head;
+        while (!r->retired.compare_exchange_weak(head, p, std::memory_order_release, std::memory_order_relaxed));
+        if (++r->since_reclaim >= reclaim_every) {
+            r->since_reclaim = 0;
+            instance().reclaim(false);
+        }
+    }
+
+    // Reclaims as much as can be reclaimed now: three rounds (enough, with no
+    // thread inside a read section, to free everything retired before the
+    // call). Blocks only on another reclaim. Returns the objects freed.
+    // Cost: three membarrier calls (microseconds) plus the frees.
+    std::size_t collect() noexcept {
+        std::size_t n = 0;
+        for (int i = 0; i < 3; ++i) n += reclaim(true);
+        return n;
+    }
+
+    // Objects retired and not yet freed (a snapshot; walks the lists under the reclaim mutex).
+    std::size_t pending() noexcept {
+        std::lock_guard lock(mutex_);
+        std::size_t n = 0;
+        for (auto* p = limbo_; p; p = p->retired_next) ++n;
+        for (auto* r = records_.load(std::memory_order_acquire); r; r = r->next)
+            for (auto* p = r->retired.load(std::memory_order_acquire); p; p = p->retired_next) ++n;
+        return n;
+    }
+
+    std::uint64_t epoch() const noexcept { return global_.load(std::memory_order_relaxed); }
+
+private:
+    epoch_domain() noexcept {
+#if !CLPOOL_EPOCH_TSAN && defined(__linux__) && defined(__NR_membarrier)
+        const long cmds = syscall(__NR_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+        if (cmds > 0 && (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
+            syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0)
+            membarrier_ = true;
+#endif
+        // Readers read the flag on every pin; they can only pin after this
+        // constructor finished (instance()'s static initialisation orders it).
+        membarrier_flag_.store(membarrier_, std::memory_order_relaxed);
+    }
+
+    // A record for this thread: a released one if any, else a new one.
+    epoch_record* acquire_record() noexcept {
+        epoch_record* r = nullptr;
+        for (auto* p = records_.load(std::memory_order_acquire); p; p = p->next) {
+            bool free = false;
+            if (!p->in_use.load(std::memory_order_relaxed) &&
+                p->in_use.compare_exchange_strong(free, true, std::memory_order_acquire)) {
+                r = p;
+                break;
+            }
+        }
+        if (!r) {
+            r = new (std::nothrow) epoch_record();
+            if (!r) std::terminate();  // a few dozen bytes once per thread: nothing sensible to do without it
+            epoch_record* head = records_.load(std::memory_order_relaxed);
+            do r->next = head;
+            while (!records_.compare_exchange_weak(head, r, std::memory_order_seq_cst, std::memory_order_relaxed));
+        }
+        r->nest = 0;
+        r->since_reclaim = 0;
+        epoch_tls_record = r;
+        // Give the record back at thread exit. A thread already past that
+        // point (a thread_local destructor interning a shape) keeps this
+        // record for good: it is idle (state 0) and blocks nothing.
+        if (!epoch_tls_exited) epoch_tls_releaser.record = r;
+        return r;
+    }
+
+    static void heavy_barrier_or_fail(bool& ok) noexcept {
+#if !CLPOOL_EPOCH_TSAN && defined(__linux__) && defined(__NR_membarrier)
+        if (membarrier_flag_.load(std::memory_order_relaxed)) {
+            // Cannot fail once registered; if it ever did, advance nothing (leak, never free early).
+            if (syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0) ok = false;
+            std::atomic_thread_fence(std::memory_order_seq_cst);
+            return;
+        }
+#endif
+        std::atomic_thread_fence(std::memory_order_seq_cst);
+    }
+
+    // One round. Returns the objects freed. `wait`: block on the mutex, else skip if busy.
+    std::size_t reclaim(bool wait) noexcept {
+        std::unique_lock lock(mutex_, std::defer_lock);
+        if (wait) lock.lock();
+        else if (!lock.try_lock()) return 0;
+        const std::uint64_t g = global_.load(std::memory_order_relaxed);  // only changed under mutex_
+        // Take every thread's retired objects, tagged g, onto the front of limbo_
+        // (limbo_ stays sorted newest first).
+        for (auto* r = records_.load(std::memory_order_acquire); r; r = r->next) {
+            epoch_retired* batch = r->retired.exchange(nullptr, std::memory_order_acquire);
+            if (!batch) continue;
+            epoch_retired* tail = batch;
+            for (;; tail = tail->retired_next) {
+                tail->retired_epoch = g;
+                if (!tail->retired_next) break;
+            }
+            tail->retired_next = limbo_;
+            limbo_ = batch;
+        }
+        bool ok = true;
+        heavy_barrier_or_fail(ok);
+        for (auto* r = records_.load(std::memory_order_acquire); ok && r; r = r->next) {
+            const std::uint64_t s = r->state.load(std::memory_order_acquire);
+            if ((s & 1) && (s >> 1) != g) ok = false;  // pinned in an older epoch
+        }
+        std::uint64_t now = g;
+        if (ok) global_.store(now = g + 1, std::memory_order_seq_cst);
+        // Cut off everything tagged now - 2 or older.
+        epoch_retired* dead = nullptr;
+        epoch_retired** link = &limbo_;
+        while (*link && (*link)->retired_epoch + 2 > now) link = &(*link)->retired_next;
+        dead = *link;
+        *link = nullptr;
+        lock.unlock();
+        // Free outside the mutex: a reclaim function may release a Shape and retire more.
+        std::size_t n = 0;
+        while (dead) {
+            epoch_retired* next = dead->retired_next;
+            dead->reclaim(dead);
+            dead = next;
+            ++n;
+        }
+        return n;
+    }
+
+    static constinit inline std::atomic<std::uint64_t> global_{1};
+    static constinit inline std::atomic<bool> membarrier_flag_{false};
+
+    bool membarrier_ = false;
+    std::atomic<epoch_record*> records_{nullptr};
+    std::mutex mutex_;
+    epoch_retired* limbo_ = nullptr;  // under mutex_
+};
+
+// RAII read section on the calling thread (nests). Not to be moved to or
+// destroyed on another thread.
+class epoch_guard {
+public:
+    epoch_guard() noexcept : r_(epoch_domain::pin()) {}
+    ~epoch_guard() { epoch_domain::unpin(r_); }
+    epoch_guard(const epoch_guard&) = delete;
+    epoch_guard& operator=(const epoch_guard&) = delete;
+
+private:
+    epoch_record* r_;
+};
+
+}  // namespace clpool::detail
