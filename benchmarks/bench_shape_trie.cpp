@@ -2,14 +2,22 @@
 //
 // map_find/int64: std::unordered_map<std::int64_t, const std::int64_t*>::find
 //   of a present key (512 keys, cycling through 64): the floor the issue names.
-// safe_floor: what any thread-safe, reference-counted lookup pays whatever
+// safe_floor: what a reader-locked, reference-counted lookup pays whatever
 //   its structure: a stripe's shared lock and unlock, a reference taken (CAS)
-//   and dropped, with no search at all.
+//   and dropped, with no search at all (the trie's hit path before readers
+//   became lock-free).
 // map_find_safe/int64: map_find with that same lock and reference count: the
 //   floor structure made as safe as the trie.
 // trie_hit/<rank>: ShapeTrie::intern of a shape already held (64 shapes of
-//   that rank, cycled), then the handle's drop. Includes the stripe's shared
-//   lock, the walk, the key comparison, the reference taken and dropped.
+//   that rank, cycled), then the handle's drop. Includes the epoch pin and
+//   unpin (plain stores), the lock-free walk, the key comparison, the
+//   reference taken (CAS) and dropped (fetch_sub).
+// reader_hit/<rank>: ShapeTrie::reader::find of the same shapes inside one
+//   long read section: the walk and the key comparison, no atomic RMW, no
+//   count: the borrowed lookup the issue's "<= 2x map_find" is measured on.
+// reader_scoped_hit/<rank>: the same with a reader opened and closed around
+//   each find (pin and unpin per lookup: two plain stores and a
+//   thread_local load).
 // descriptor_map/<rank>: the approach the Deeplearning4j record replaced: build
 //   a descriptor (extents and strides in std::vectors), hash it, lock one
 //   mutex, unordered_map::find. No reference count (a cheaper baseline than
@@ -18,7 +26,9 @@
 //   and (sometimes) a branch node made, then unlinked and freed.
 // mt/<scheme>/<mix>/threads:N: throughput (items/s, real time) of N threads
 //   interning from one shared set of 512 shapes of ranks 1-8.
-//   scheme: striped256 (the default trie), striped1 (one shared_mutex),
+//   scheme: striped256 (the default trie), striped1 (one writer lock),
+//   reader256 (a reader per lookup, borrowed pointer; on a miss a counted
+//   intern and drop),
 //   global_mutex (a std::mutex held around a one-stripe trie's intern),
 //   descriptor_map (the replaced cache under its one mutex).
 //   mix: hits (every shape held by the main thread) or churn (one call in
@@ -175,6 +185,33 @@ void trie_hit(benchmark::State& state) {
     }
 }
 
+template <bool Scoped>
+void reader_hit(benchmark::State& state) {
+    const auto rank = static_cast<std::size_t>(state.range(0));
+    ShapeTrie trie;
+    std::vector<Shape> held;
+    for (std::size_t r = 1; r <= 8; ++r)
+        for (const auto& e : shapes_of_rank(r, kCycle, static_cast<unsigned>(r))) held.push_back(trie.intern(e, element_type::f32));
+    const auto keys = shapes_of_rank(rank, kCycle, static_cast<unsigned>(rank));
+    std::size_t i = 0;
+    if constexpr (Scoped) {
+        for (auto _ : state) {
+            ShapeTrie::reader r(trie);
+            const i64* p = r.find(keys[i], element_type::f32);
+            benchmark::DoNotOptimize(p);
+            i = (i + 1) % kCycle;
+        }
+    } else {
+        ShapeTrie::reader r(trie);
+        for (auto _ : state) {
+            const i64* p = r.find(keys[i], element_type::f32);
+            benchmark::DoNotOptimize(p);
+            i = (i + 1) % kCycle;
+        }
+    }
+    state.counters["membarrier"] = detail::epoch_domain::instance().uses_membarrier() ? 1 : 0;
+}
+
 void descriptor_map(benchmark::State& state) {
     const auto rank = static_cast<std::size_t>(state.range(0));
     DescriptorCache cache;
@@ -205,7 +242,7 @@ void trie_miss_release(benchmark::State& state) {
 }
 
 // --- throughput across threads
-enum class scheme { striped256, striped1, global_mutex, descriptor_map };
+enum class scheme { striped256, striped1, global_mutex, descriptor_map, reader256 };
 
 struct Shared {
     std::unique_ptr<ShapeTrie> trie;
@@ -220,7 +257,7 @@ void mt(benchmark::State& state) {
     static Shared* shared = nullptr;
     if (state.thread_index() == 0) {
         shared = new Shared;
-        shared->trie = std::make_unique<ShapeTrie>(S == scheme::striped256 ? 256 : 1);
+        shared->trie = std::make_unique<ShapeTrie>(S == scheme::striped256 || S == scheme::reader256 ? 256 : 1);
         for (std::size_t r = 1; r <= 8; ++r)
             for (auto& e : shapes_of_rank(r, kCycle, static_cast<unsigned>(r))) shared->set.push_back(e);
         for (const auto& e : shared->set) {
@@ -238,7 +275,18 @@ void mt(benchmark::State& state) {
         const auto& e = sh.set[i];
         // churn: f64 shapes are never held, so each such call makes and frees an entry
         const element_type t = (Churn && (++n & 15) == 0) ? element_type::f64 : element_type::f32;
-        if constexpr (S == scheme::descriptor_map) {
+        if constexpr (S == scheme::reader256) {
+            const i64* p;
+            {
+                ShapeTrie::reader r(*sh.trie);
+                p = r.find(e, t);
+            }
+            if (!p) {
+                Shape s = sh.trie->intern(e, t);
+                p = s.data();
+            }
+            benchmark::DoNotOptimize(p);
+        } else if constexpr (S == scheme::descriptor_map) {
             benchmark::DoNotOptimize(sh.cache.lookup_or_insert(e, t, order::c));
         } else if constexpr (S == scheme::global_mutex) {
             std::unique_lock lock(sh.global);
@@ -265,16 +313,20 @@ BENCHMARK(map_find)->Name("map_find/int64");
 BENCHMARK(safe_floor)->Name("safe_floor");
 BENCHMARK(map_find_safe)->Name("map_find_safe/int64");
 BENCHMARK(trie_hit)->Name("trie_hit")->DenseRange(1, 8);
+BENCHMARK(reader_hit<false>)->Name("reader_hit")->DenseRange(1, 8);
+BENCHMARK(reader_hit<true>)->Name("reader_scoped_hit")->DenseRange(1, 8);
 BENCHMARK(descriptor_map)->Name("descriptor_map")->DenseRange(1, 8);
 BENCHMARK(trie_miss_release)->Name("trie_miss_release")->Arg(1)->Arg(4)->Arg(8);
 
 #define CLPOOL_MT(S, C, name)                                                                         \
     BENCHMARK(mt<S, C>)->Name(name)->Threads(1)->Threads(2)->Threads(4)->Threads(8)->Threads(16)->UseRealTime()
 CLPOOL_MT(scheme::striped256, false, "mt/striped256/hits");
+CLPOOL_MT(scheme::reader256, false, "mt/reader256/hits");
 CLPOOL_MT(scheme::striped1, false, "mt/striped1/hits");
 CLPOOL_MT(scheme::global_mutex, false, "mt/global_mutex/hits");
 CLPOOL_MT(scheme::descriptor_map, false, "mt/descriptor_map/hits");
 CLPOOL_MT(scheme::striped256, true, "mt/striped256/churn");
+CLPOOL_MT(scheme::reader256, true, "mt/reader256/churn");
 CLPOOL_MT(scheme::striped1, true, "mt/striped1/churn");
 CLPOOL_MT(scheme::global_mutex, true, "mt/global_mutex/churn");
 CLPOOL_MT(scheme::descriptor_map, true, "mt/descriptor_map/churn");

@@ -337,3 +337,34 @@ TEST_CASE("threads that exit leave their records for reuse and their retired mem
     settle();
     CHECK(ShapeTrie::live_entries() == entries0);
 }
+
+TEST_CASE("dense lookups tell a dense shape from a view with the same extents") {
+    ShapeTrie trie(1);  // one stripe: the views branch from the dense shape on a stride word
+    const i64 ext[] = {2, 3, 4};
+    const i64 dense_c[] = {12, 4, 1}, view[] = {1, 2, 6}, view2[] = {24, 4, 1};
+    Shape v = trie.intern(ext, view, element_type::f32, order::c);  // f-like strides, c order: a view
+    Shape v2 = trie.intern(ext, view2, element_type::f32, order::c);
+    Shape d = trie.intern(ext, element_type::f32);
+    Shape explicit_dense = trie.intern(ext, dense_c, element_type::f32, order::c);
+    Shape f = trie.intern(ext, element_type::f32, order::f);
+    CHECK(explicit_dense == d);
+    CHECK(v != d);
+    CHECK(v2 != d);
+    CHECK(v2 != v);
+    CHECK(f != v);  // same strides as v, other order
+    CHECK(trie.size() == 4);
+    CHECK(trie.check_invariants() == 4);
+    CHECK(trie.node_count() >= 1);
+    ShapeTrie::reader r(trie);
+    CHECK(r.find(ext, element_type::f32) == d.data());
+    CHECK(r.find(ext, dense_c, element_type::f32, order::c) == d.data());
+    CHECK(r.find(ext, view, element_type::f32, order::c) == v.data());
+    CHECK(r.find(ext, view2, element_type::f32, order::c) == v2.data());
+    CHECK(r.find(ext, element_type::f32, order::f) == f.data());
+    CHECK(r.find(ext, view, element_type::f32, order::f) == f.data());
+    // With the dense one gone, a dense lookup must not take a view for it.
+    d.reset();
+    explicit_dense.reset();
+    CHECK(r.find(ext, element_type::f32) == nullptr);
+    CHECK(trie.intern(ext, element_type::f32).strides()[0] == 12);
+}

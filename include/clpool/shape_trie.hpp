@@ -9,6 +9,7 @@
 #include <clpool/detail/rw_lock.hpp>
 #include <clpool/detail/shape_node.hpp>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <bit>
@@ -91,9 +92,7 @@ public:
     // node (copy-on-write: the replaced node is retired).
     Shape intern(std::span<const std::int64_t> extents, element_type t, order o = order::c) {
         check_rank(extents.size(), extents);
-        std::array<std::int64_t, max_rank> strides;
-        dense_strides(extents, o, strides.data());
-        return intern_key(key_of(extents, strides.data(), t, o));
+        return intern_key(key_of(extents, nullptr, t, o));  // dense: strides computed only if needed
     }
     Shape intern(std::initializer_list<std::int64_t> extents, element_type t, order o = order::c) {
         return intern(std::span<const std::int64_t>(extents.begin(), extents.size()), t, o);
@@ -230,10 +229,13 @@ private:
 
     // The lookup key, read in place from the caller's arrays: key word i is
     // extent i, then stride i - rank, then the type and order codes. Entry
-    // key word i is entry word i + 1.
+    // key word i is entry word i + 1. A dense key (strides == nullptr: the
+    // dense strides for its order) never computes its strides on a hit: it
+    // matches an entry whose `dense` flag is set and whose extents, type and
+    // order are equal; a stride word is computed only when a branch tests it.
     struct key {
         const std::int64_t* extents;
-        const std::int64_t* strides;
+        const std::int64_t* strides;  // nullptr: dense for tail[1]'s order
         std::int64_t tail[2];
         const std::int64_t* count_word = nullptr;  // intern_buffer: checked on a miss
         std::uint32_t rank;
@@ -242,8 +244,17 @@ private:
         std::uint32_t length() const noexcept { return 2 * rank + 2; }
         std::int64_t word(std::uint32_t i) const noexcept {
             if (i < rank) return extents[i];
-            if (i < 2 * rank) return strides[i - rank];
+            if (i < 2 * rank) return strides ? strides[i - rank] : dense_stride(i - rank);
             return tail[i - 2 * rank];
+        }
+        // Dense stride j, in the wrapping arithmetic of dense_strides().
+        std::int64_t dense_stride(std::uint32_t j) const noexcept {
+            std::uint64_t s = 1;
+            if (tail[1] == static_cast<std::int64_t>(order::f))
+                for (std::uint32_t i = 0; i < j; ++i) s *= static_cast<std::uint64_t>(extents[i]);
+            else
+                for (std::uint32_t i = j + 1; i < rank; ++i) s *= static_cast<std::uint64_t>(extents[i]);
+            return static_cast<std::int64_t>(s);
         }
         bool matches(const entry* e) const noexcept {
             const std::int64_t* w = e->data() + 1;
@@ -251,6 +262,11 @@ private:
             // A word loop, not memcmp: ranks are small, and it is inlined.
             // OR-ing the differences keeps it branch-free.
             std::uint64_t diff = 0;
+            if (!strides) {
+                if (!e->dense) return false;
+                for (std::uint32_t i = 0; i < rank; ++i) diff |= static_cast<std::uint64_t>(w[i] ^ extents[i]);
+                return diff == 0;
+            }
             for (std::uint32_t i = 0; i < rank; ++i)
                 diff |= static_cast<std::uint64_t>(w[i] ^ extents[i]) | static_cast<std::uint64_t>(w[rank + i] ^ strides[i]);
             return diff == 0;
@@ -289,14 +305,19 @@ private:
         }
     }
 
-    // The stripe: a cheap mix of the rank and the first (up to four) extents.
+    // The stripe: a cheap mix of the rank and the first (up to four)
+    // extents. Independent multiplies (they run in parallel), then one mix.
     key key_of(std::span<const std::int64_t> extents, const std::int64_t* strides, element_type t,
                order o) const noexcept {
         key k{extents.data(), strides, {static_cast<std::int64_t>(t), static_cast<std::int64_t>(o)}, nullptr,
               static_cast<std::uint32_t>(extents.size()), 0};
+        static constexpr std::uint64_t mul[4] = {0x9E3779B97F4A7C15ull, 0xC2B2AE3D27D4EB4Full, 0x165667B19E3779F9ull,
+                                                 0xD6E8FEB86659FD93ull};
         std::uint64_t h = extents.size();
         const std::size_t n = extents.size() < 4 ? extents.size() : 4;
-        for (std::size_t i = 0; i < n; ++i) h = (h ^ static_cast<std::uint64_t>(extents[i])) * 0x9E3779B97F4A7C15ull;
+        for (std::size_t i = 0; i < n; ++i) h += static_cast<std::uint64_t>(extents[i]) * mul[i];
+        h ^= h >> 32;
+        h *= 0x9E3779B97F4A7C15ull;
         h ^= h >> 29;
         k.stripe = static_cast<std::uint32_t>(h & mask_);
         return k;
@@ -391,6 +412,9 @@ private:
         w[0] = r;
         for (std::uint32_t i = 0; i < k.length(); ++i) w[1 + i] = k.word(i);
         w[2 * r + 3] = count;
+        std::array<std::int64_t, max_rank> dense;
+        dense_strides(std::span<const std::int64_t>(w + 1, r), static_cast<order>(k.tail[1]), dense.data());
+        e->dense = std::equal(dense.begin(), dense.begin() + r, w + 1 + r);
         return e;
     }
 
@@ -537,6 +561,10 @@ private:
             if (key_of(std::span(w + 1, rank), w + 1 + rank, element_type::f32, order::c).stripe != stripe_index)
                 fail("entry whose hash names another stripe");
             if (e->owner.load(std::memory_order_relaxed) != this) fail("entry owned by another trie");
+            std::array<std::int64_t, max_rank> dense;
+            dense_strides(std::span(w + 1, rank), static_cast<order>(w[2 * rank + 2]), dense.data());
+            if (e->dense != std::equal(dense.begin(), dense.begin() + rank, w + 1 + rank))
+                fail("entry's dense flag does not match its strides");
             if (prefix && std::memcmp(prefix, w + 1, depth_floor * sizeof(std::int64_t)) != 0)
                 fail("entry disagrees with its branch's prefix");
             ++entries;
@@ -594,9 +622,7 @@ public:
     const std::int64_t* find(std::span<const std::int64_t> extents, element_type t,
                              order o = order::c) const noexcept {
         if (extents.size() > max_rank) return nullptr;
-        std::array<std::int64_t, max_rank> strides;
-        dense_strides(extents, o, strides.data());
-        return hit(trie_.key_of(extents, strides.data(), t, o));
+        return hit(trie_.key_of(extents, nullptr, t, o));
     }
     const std::int64_t* find(std::initializer_list<std::int64_t> extents, element_type t,
                              order o = order::c) const noexcept {

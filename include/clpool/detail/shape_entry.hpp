@@ -49,6 +49,9 @@ struct shape_entry : epoch_retired {
     // smaller branch node: the dead entry stays linked, found by lookups but
     // never revived, until an intern of the same shape replaces and retires it.
     bool tombstone = false;
+    // The strides are the dense ones for the order (set before publication):
+    // a dense lookup then needs to compare only extents, type and order.
+    bool dense = false;
 
     std::int64_t* data() noexcept { return reinterpret_cast<std::int64_t*>(this + 1); }
     const std::int64_t* data() const noexcept { return reinterpret_cast<const std::int64_t*>(this + 1); }
