@@ -56,7 +56,8 @@ run bench_contention contention --benchmark_min_time="$mt" --benchmark_repetitio
   --benchmark_report_aggregates_only=true
 run bench_memory memory --benchmark_min_time="$mt"
 if [ -x "$bin/bench_peer_torch" ]; then
-  run bench_peer_torch peers --benchmark_min_time="$mt"
+  run bench_peer_torch peers --benchmark_min_time="$mt" --benchmark_repetitions="$reps" \
+    --benchmark_report_aggregates_only=true
 else
   echo "bench_peer_torch not built (no CUDA toolkit found)" | tee "$OUT/peers.txt"
 fi
@@ -69,4 +70,5 @@ python3 $plot threads "$OUT/contention.svg" "$OUT/contention.json" --title "Aggr
 if [ -s "$OUT/peers.json" ]; then
   python3 $plot latency "$OUT/peers.svg" "$OUT/peers.json" --time real_time --title "clpool vs PyTorch caching allocators vs CUDA"
 fi
+python3 benchmarks/gpu/alloc_summary.py "$OUT" | tee "$OUT/summary.txt"
 ls -la "$OUT"
