@@ -11,12 +11,18 @@
 // arithmetic) says exactly when shape_error is thrown; a handle's words are
 // the canonical layout of what was asked; equal words <=> the same pointer;
 // size() is the number of distinct live shapes; check_invariants() holds;
-// and once every handle is dropped the trie is empty, nodes and all.
+// a reader finds every held shape's own buffer (explicit strides, and dense
+// lookups exactly when its strides are the dense ones) and nothing for an
+// invalid shape; a buffer found by a reader stays readable after its last
+// handle is released inside the reader; once every handle is dropped the
+// trie is empty, nodes and all, and after collect() every entry and node
+// allocated is freed.
 #include <clpool/shape_trie.hpp>
 
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
 #include <map>
 #include <set>
 #include <vector>
@@ -95,9 +101,15 @@ struct Slot {
 
 void check_all(const ShapeTrie& trie, const std::vector<Slot>& slots) {
     std::map<std::vector<i64>, const i64*> seen;
+    ShapeTrie::reader r(trie);
     for (const auto& s : slots) {
         if (!s.shape) continue;
         FUZZ_CHECK(std::vector<i64>(s.shape.words().begin(), s.shape.words().end()) == s.words);
+        const std::vector<i64> ext(s.shape.extents().begin(), s.shape.extents().end());
+        const std::vector<i64> str(s.shape.strides().begin(), s.shape.strides().end());
+        FUZZ_CHECK(r.find(ext, str, s.shape.type(), s.shape.layout()) == s.shape.data());
+        const bool is_dense = dense(ext, static_cast<i64>(s.shape.layout())) == str;
+        FUZZ_CHECK((r.find(ext, s.shape.type(), s.shape.layout()) == s.shape.data()) == is_dense);
         auto [it, fresh] = seen.emplace(s.words, s.shape.data());
         FUZZ_CHECK(it->second == s.shape.data());  // equal content, same pointer
         (void)fresh;
@@ -113,6 +125,8 @@ void check_all(const ShapeTrie& trie, const std::vector<Slot>& slots) {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     Input in{data, size};
+    ShapeTrie::collect();
+    const i64 entries0 = ShapeTrie::live_entries(), nodes0 = ShapeTrie::live_nodes();
     const std::size_t stripes[] = {1, 2, 256};
     {
         ShapeTrie trie(stripes[in.byte() % 3]);
@@ -150,6 +164,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                 } catch (const shape_error&) {
                     threw = true;
                 }
+                if (!valid) {  // a reader finds nothing for an invalid shape
+                    ShapeTrie::reader r(trie);
+                    FUZZ_CHECK(r.find(ext, str, static_cast<element_type>(type), static_cast<order>(ord)) == nullptr);
+                    if (op == 0)
+                        FUZZ_CHECK(r.find(ext, static_cast<element_type>(type), static_cast<order>(ord)) == nullptr);
+                }
                 if (op == 2 && !valid) {  // find never inserts; rank above the maximum throws
                     FUZZ_CHECK(!got);
                     FUZZ_CHECK(threw == (rank > ShapeTrie::max_rank));
@@ -165,7 +185,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                 Slot& from = slots[in.byte() % slots.size()];
                 slot = from;  // copy (self-copy included)
             } else if (op == 4) {
+                // Release inside a reader: the buffer it found stays readable until it ends.
+                ShapeTrie::reader r(trie);
+                const i64* p = slot.shape ? r.find(slot.shape.extents(), slot.shape.strides(), slot.shape.type(),
+                                                   slot.shape.layout())
+                                          : nullptr;
+                FUZZ_CHECK(p == (slot.shape ? slot.shape.data() : nullptr));
                 slot.shape.reset();
+                if (p) FUZZ_CHECK(std::equal(slot.words.begin(), slot.words.end(), p));
                 slot.words.clear();
             } else if (slot.shape) {  // re-intern a held shape's own buffer, and find it
                 FUZZ_CHECK(trie.intern_buffer(slot.shape.words()) == slot.shape);
@@ -179,5 +206,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         FUZZ_CHECK(trie.node_count() == 0);
         FUZZ_CHECK(trie.check_invariants() == 0);
     }
+    ShapeTrie::collect();
+    FUZZ_CHECK(ShapeTrie::live_entries() == entries0);
+    FUZZ_CHECK(ShapeTrie::live_nodes() == nodes0);
     return 0;
 }
