@@ -6,7 +6,11 @@
 //   pinned           upload/download from/to a pinned_vector (direct pinned path)
 //   staged           upload/download from/to a std::vector, staging forced on every size
 //   auto             upload/download with default options (small sizes go direct)
-// plus map_unmap: what mapping a pinned staging buffer per use would cost.
+// plus map_unmap: what mapping a pinned staging buffer per use would cost (staging buffers now stay
+// mapped in a MappedPinnedPool, so transfers no longer pay it), and host_copy/{to,from}_pinned/T:
+// the staging memcpy alone, 16 MiB split over T copy threads (what bounds the staged paths).
+// CLPOOL_BENCH_COPY_THREADS=N sets TransferOptions::copy_threads for staged and auto (default: the
+// library's, half the cores up to 8).
 // bench_transfer_cuda (where CUDA builds) measures cudaMemcpy pinned/pageable the same way.
 #include "common/setup.hpp"
 
@@ -15,7 +19,10 @@
 
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -50,6 +57,11 @@ clpool::BufferPool::handle device_buffer(std::size_t n) {
 
 enum class path { driver_pageable, pinned, staged, automatic };
 
+unsigned bench_copy_threads() {
+    const char* v = std::getenv("CLPOOL_BENCH_COPY_THREADS");
+    return v ? static_cast<unsigned>(std::strtoul(v, nullptr, 10)) : 0u;
+}
+
 template <bool H2D, path P>
 void transfer(benchmark::State& state) {
     const auto n = static_cast<std::size_t>(state.range(0));
@@ -61,6 +73,7 @@ void transfer(benchmark::State& state) {
         if (P == path::pinned) pinned.assign(n, 0x5A);
         unsigned char* ptr = P == path::pinned ? pinned.data() : host.data();
         clpool::TransferOptions o;
+        o.copy_threads = bench_copy_threads();
         if (P == path::staged) {
             o.stage = true;
             o.direct_max_bytes = 0;
@@ -82,22 +95,55 @@ void transfer(benchmark::State& state) {
     }
 }
 
-// Mapping and unmapping a pinned buffer around each use (the alternative to
-// keeping staging buffers mapped for a whole transfer), on a queue of its own.
+// Mapping and unmapping a pinned buffer around each use, on a queue of its own:
+// what each staging buffer cost per transfer before staging buffers stayed
+// mapped in a MappedPinnedPool.
 void map_unmap(benchmark::State& state) {
     const auto n = static_cast<std::size_t>(state.range(0));
     auto& d = Device::get();
     try {
         auto h = clpool::get_pinned_pool(d.queue).allocate(n);
-        const auto side = clpool::detail::side_queue(d.context, d.device);
+        cl_int err = CL_SUCCESS;
+        const cl::CommandQueue side(clCreateCommandQueue(d.context(), d.device, 0, &err), false);
+        clpool::opencl::check(err, "clCreateCommandQueue");
         for (auto _ : state) {
-            void* p = clpool::detail::map_pinned(side, h.buffer(), n);
+            void* p = clEnqueueMapBuffer(side(), h.buffer()(), CL_TRUE, CL_MAP_WRITE_INVALIDATE_REGION, 0, n, 0, nullptr,
+                                         nullptr, &err);
+            clpool::opencl::check(err, "clEnqueueMapBuffer");
             benchmark::DoNotOptimize(p);
-            clpool::detail::unmap_after(side, h.buffer(), p, nullptr).wait();
+            clpool::opencl::check(clEnqueueUnmapMemObject(side(), h.buffer()(), p, 0, nullptr, nullptr), "unmap");
+            clpool::opencl::check(clFinish(side()), "clFinish");
         }
     } catch (const std::exception& e) {
         state.SkipWithError(e.what());
     }
+}
+
+// The host copy into (to_pinned) or out of (from_pinned) a mapped pinned staging buffer, 16 MiB,
+// on `threads` threads through the transfers' copy workers; both sides touched beforehand.
+template <bool ToPinned>
+void host_copy(benchmark::State& state) {
+    const std::size_t n = std::size_t{16} << 20;
+    const auto threads = static_cast<unsigned>(state.range(0));
+    try {
+        auto staging = clpool::get_mapped_pinned_pool(Device::get().queue).allocate(n);
+        auto* pinned = static_cast<unsigned char*>(staging.buffer().host());
+        std::memset(pinned, 0x33, n);
+        auto host = pageable(n);
+        for (auto _ : state) {
+            if (ToPinned) clpool::detail::copy_workers::instance().copy(pinned, host.data(), n, threads);
+            else clpool::detail::copy_workers::instance().copy(host.data(), pinned, n, threads);
+            benchmark::ClobberMemory();
+        }
+        state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * static_cast<std::int64_t>(n));
+    } catch (const std::exception& e) {
+        state.SkipWithError(e.what());
+    }
+}
+void thread_counts(benchmark::internal::Benchmark* b) {
+    const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
+    for (unsigned t = 1; t <= 16 && t <= hw; t *= 2) b->Arg(t);
+    b->UseRealTime();
 }
 
 BENCHMARK(transfer<true, path::driver_pageable>)->Name("h2d/driver_pageable")->Apply(sizes);
@@ -109,6 +155,8 @@ BENCHMARK(transfer<false, path::pinned>)->Name("d2h/pinned")->Apply(sizes);
 BENCHMARK(transfer<false, path::staged>)->Name("d2h/staged")->Apply(sizes);
 BENCHMARK(transfer<false, path::automatic>)->Name("d2h/auto")->Apply(sizes);
 BENCHMARK(map_unmap)->Arg(4 << 20)->UseRealTime();
+BENCHMARK(host_copy<true>)->Name("host_copy/to_pinned")->Apply(thread_counts);
+BENCHMARK(host_copy<false>)->Name("host_copy/from_pinned")->Apply(thread_counts);
 
 }  // namespace
 

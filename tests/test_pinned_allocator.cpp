@@ -7,10 +7,8 @@
 
 #include <doctest/doctest.h>
 
-#include <chrono>
 #include <cstdint>
 #include <numeric>
-#include <thread>
 #include <vector>
 
 using namespace clpool;
@@ -18,7 +16,7 @@ using clpool::test::OpenCLEnv;
 
 TEST_CASE("a pinned vector grows, keeps its contents, and gives every buffer back") {
     auto& env = OpenCLEnv::get();
-    PinnedBufferPool pool(env.context);
+    MappedPinnedPool pool(env.context);
     {
         pinned_vector<std::uint64_t> v{PinnedAllocator<std::uint64_t>(pool)};
         for (std::uint64_t i = 0; i < 100000; ++i) v.push_back(i * 3);  // many reallocations
@@ -30,36 +28,40 @@ TEST_CASE("a pinned vector grows, keeps its contents, and gives every buffer bac
         CHECK(s.misses >= 2);
     }
     const auto s = pool.stats();
-    CHECK(s.bytes_in_use == 0);  // all handed back (cached or pending their unmap)
-    CHECK(s.bytes_cached + s.bytes_pending == s.bytes_allocated);
+    CHECK(s.bytes_in_use == 0);  // all handed back
+    CHECK(s.bytes_cached == s.bytes_allocated);  // cached at once: no unmap to wait for
 }
 
-TEST_CASE("the mapped pointer stops counting as pinned at deallocate, and its buffer is reused after the unmap") {
+TEST_CASE("deallocate hands the still-mapped buffer back at once; the next allocate reuses it without a map") {
     auto& env = OpenCLEnv::get();
-    PinnedBufferPool pool(env.context);
+    MappedPinnedPool pool(env.context);
     PinnedAllocator<float> alloc(pool);
     float* p = alloc.allocate(1000);
     CHECK(detail::pinned_ranges::instance().contains(p, 4000));
     std::iota(p, p + 1000, 0.0f);  // the memory is usable host memory
     CHECK(p[999] == 999.0f);
     alloc.deallocate(p, 1000);
-    CHECK_FALSE(detail::pinned_ranges::instance().contains(p, 4000));
-    CHECK(pool.stats().bytes_in_use == 0);
+    auto s = pool.stats();
+    CHECK(s.bytes_in_use == 0);
+    CHECK(s.bytes_pending == 0);  // no unmap to wait for: cached at once
+    CHECK(s.bytes_cached == pool.bucket_size_for(4000));
+    // Still pinned while cached: the pool keeps it mapped.
+    CHECK(detail::pinned_ranges::instance().contains(p, 4000));
 
-    // The next allocation of that size gets the same buffer back once its unmap ran.
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (pool.stats().bytes_pending != 0 && std::chrono::steady_clock::now() < deadline) {
-        auto probe = pool.allocate(1);  // a different bucket: only reaps nothing, just waits
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
     float* q = alloc.allocate(1000);
-    CHECK(pool.stats().hits >= 1);
+    CHECK(q == p);  // the same buffer at the same mapped address
+    CHECK(pool.stats().hits == 1);
+    CHECK(q[999] == 999.0f);  // reuse keeps the contents (no map invalidated them)
     alloc.deallocate(q, 1000);
+
+    // Only trim ends the mapping (and the pinned registration).
+    CHECK(pool.trim() == pool.bucket_size_for(4000));
+    CHECK_FALSE(detail::pinned_ranges::instance().contains(p, 4000));
 }
 
 TEST_CASE("allocator copies compare equal, rebinds share, distinct arenas differ") {
     auto& env = OpenCLEnv::get();
-    PinnedBufferPool pool(env.context);
+    MappedPinnedPool pool(env.context);
     PinnedAllocator<int> a(pool);
     PinnedAllocator<int> b = a;
     PinnedAllocator<double> c(a);
@@ -82,7 +84,7 @@ TEST_CASE("misuse is refused clearly") {
     none.deallocate(nullptr, 0);  // harmless
 
     auto& env = OpenCLEnv::get();
-    PinnedBufferPool pool(env.context);
+    MappedPinnedPool pool(env.context);
     PinnedAllocator<std::uint64_t> a(pool);
     CHECK_THROWS_AS(a.allocate(std::size_t(-1) / 4), std::bad_array_new_length);
     CHECK_THROWS_AS(a.allocate(std::size_t(-1) / 16), size_error);  // above the device's limit
@@ -91,10 +93,10 @@ TEST_CASE("misuse is refused clearly") {
     CHECK(pool.stats().bytes_in_use == 0);
 }
 
-TEST_CASE("get_pinned_pool(queue) backs the queue constructor") {
+TEST_CASE("get_mapped_pinned_pool(queue) backs the queue constructor") {
     auto& env = OpenCLEnv::get();
     PinnedAllocator<char> a(env.queue);
-    CHECK(&a.pool() == &get_pinned_pool(env.queue));
+    CHECK(&a.pool() == &get_mapped_pinned_pool(env.queue));
     pinned_vector<char> v(5000, 'x', a);
     CHECK(v[4999] == 'x');
 }

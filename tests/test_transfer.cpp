@@ -40,7 +40,7 @@ std::vector<unsigned char> read_all(const cl::Buffer& b, std::size_t n) {
     return v;
 }
 
-TransferOptions opts(PinnedBufferPool& staging, bool stage, std::size_t chunk = 64 * 1024, unsigned buffers = 3) {
+TransferOptions opts(MappedPinnedPool& staging, bool stage, std::size_t chunk = 64 * 1024, unsigned buffers = 3) {
     TransferOptions o;
     o.staging_pool = &staging;
     o.stage = stage;
@@ -61,7 +61,7 @@ cl_int status_of(const cl::Event& e) {
 TEST_CASE("upload then download round-trips exactly, at offsets, for odd and non-chunk-multiple sizes") {
     auto& env = OpenCLEnv::get();
     BufferPool device(env.context);
-    PinnedBufferPool staging(env.context);
+    MappedPinnedPool staging(env.context);
     const std::size_t chunk = 64 * 1024;
     const std::size_t sizes[] = {1, 7, 4095, chunk - 1, chunk, chunk + 1, 3 * chunk, 5 * chunk + 13, 11 * chunk + 4097};
     const std::size_t offsets[] = {0, 3, 4096 + 5};
@@ -104,7 +104,7 @@ TEST_CASE("upload then download round-trips exactly, at offsets, for odd and non
 TEST_CASE("the staged path really stages; small, pinned and stage=false sources go direct") {
     auto& env = OpenCLEnv::get();
     BufferPool device(env.context);
-    PinnedBufferPool staging(env.context);
+    MappedPinnedPool staging(env.context);
     const std::size_t n = 1 << 20;
     auto dev = device.allocate(n);
     const auto src = pattern(n, 9);
@@ -152,7 +152,7 @@ TEST_CASE("the staged path really stages; small, pinned and stage=false sources 
 TEST_CASE("blocking and non-blocking uploads, and a staged download's event") {
     auto& env = OpenCLEnv::get();
     BufferPool device(env.context);
-    PinnedBufferPool staging(env.context);
+    MappedPinnedPool staging(env.context);
     const std::size_t n = 300 * 1024;
     auto dev = device.allocate(n);
     const auto src = pattern(n, 3);
@@ -177,7 +177,7 @@ TEST_CASE("blocking and non-blocking uploads, and a staged download's event") {
 TEST_CASE("an async upload waits for wait_for events and returns before the data moved") {
     auto& env = OpenCLEnv::get();
     BufferPool device(env.context);
-    PinnedBufferPool staging(env.context);
+    MappedPinnedPool staging(env.context);
     const std::size_t n = 200 * 1024;
     auto dev = device.allocate(n);
     fill(dev.buffer(), n, 0);
@@ -203,7 +203,7 @@ TEST_CASE("an async upload waits for wait_for events and returns before the data
 TEST_CASE("bad transfers are refused with the numbers, and nothing is written") {
     auto& env = OpenCLEnv::get();
     BufferPool device(env.context);
-    PinnedBufferPool staging(env.context);
+    MappedPinnedPool staging(env.context);
     auto dev = device.allocate(1000);
     fill(dev.buffer(), dev.bucket_size(), 0xEE);
     std::vector<unsigned char> src(2000, 1);
@@ -314,7 +314,7 @@ TEST_CASE("with no override, staging follows the device: off where it shares hos
     auto& env = OpenCLEnv::get();
     if (std::getenv("CLPOOL_PINNED_H2D")) return;  // the variable decides instead (the case above)
     BufferPool device(env.context);
-    PinnedBufferPool staging(env.context);
+    MappedPinnedPool staging(env.context);
     const std::size_t n = 2 << 20;
     auto dev = device.allocate(n);
     const auto src = pattern(n, 11);
@@ -402,54 +402,45 @@ TEST_CASE("small pageable copies without wait_for block and return a complete ev
     CHECK(std::equal(pv.begin(), pv.end(), expect.begin()));
 }
 
-TEST_CASE("staged transfers reuse a side queue, but never one still busy behind a held copy") {
+TEST_CASE("a staged transfer never waits behind another one held by a user event, nor reuses its staging") {
     auto& env = OpenCLEnv::get();
     BufferPool device(env.context);
-    PinnedBufferPool staging(env.context);
+    MappedPinnedPool staging(env.context);
     const std::size_t n = 256 * 1024;
-    auto dev = device.allocate(n);
-    fill(dev.buffer(), n, 0);
+    auto held_dst = device.allocate(n);
+    auto other = device.allocate(n);
+    fill(held_dst.buffer(), n, 0);
     const auto src = pattern(n, 13);
-    auto o = opts(staging, true, 128 * 1024, 2);
-    upload(env.queue, dev, 0, src.data(), n, o).wait();
-    env.queue.finish();
-    // The first transfer's queue is idle now: the next lease gets it back.
-    auto& cache = detail::side_queues::instance();
-    const cl_device_id d = staging.backend().device();
-    cl::CommandQueue first = cache.acquire(env.context, d);
-    cl::Event marker;
-    {
-        cl_event m = nullptr;
-        REQUIRE(clEnqueueMarkerWithWaitList(first(), 0, nullptr, &m) == CL_SUCCESS);
-        marker = cl::Event(m, false);
-    }
-    marker.wait();
-    cl_command_queue first_raw = first();
-    cache.give_back(env.context, d, std::move(first), marker);
-    cl::CommandQueue again = cache.acquire(env.context, d);
-    CHECK(again() == first_raw);
+    REQUIRE(clEnqueueWriteBuffer(env.queue(), other.buffer()(), CL_TRUE, 0, n, src.data(), 0, nullptr, nullptr) ==
+            CL_SUCCESS);
 
-    // A queue handed back behind a held event is not handed out again.
     cl_int err = CL_SUCCESS;
     cl::Event gate(clCreateUserEvent(env.context(), &err), false);
     REQUIRE(err == CL_SUCCESS);
-    cl::Event held;
-    {
-        cl_event raw_gate = gate(), m = nullptr;
-        REQUIRE(clEnqueueMarkerWithWaitList(again(), 1, &raw_gate, &m) == CL_SUCCESS);
-        held = cl::Event(m, false);
-    }
-    clFlush(again());
-    cache.give_back(env.context, d, std::move(again), held);
-    cl::CommandQueue other = cache.acquire(env.context, d);
-    CHECK(other() != first_raw);
-    // A staged transfer meanwhile must not block behind the held queue.
+    cl_command_queue raw_q = clCreateCommandQueue(env.context(), env.device(), 0, &err);
+    REQUIRE(err == CL_SUCCESS);
+    const cl::CommandQueue held_queue(raw_q, false);
+
+    // Two chunks, two staging buffers: the upload returns with both under copies held by the gate.
+    auto o = opts(staging, true, 128 * 1024, 2);
+    o.wait_for = {gate};
+    o.async = true;
+    const cl::Event held = upload(held_queue, held_dst, 0, src.data(), n, o);
+    CHECK(status_of(held) > CL_COMPLETE);
+    CHECK(staging.stats().bytes_pending == 2 * staging.bucket_size_for(128 * 1024));
+
+    // Meanwhile a staged download on the test queue completes, through other staging buffers.
+    auto o2 = opts(staging, true, 128 * 1024, 2);
     std::vector<unsigned char> back(n, 0);
-    download(env.queue, back.data(), dev, 0, n, o);
+    download(env.queue, back.data(), other, 0, n, o2);
     CHECK(back == src);
+    CHECK(staging.stats().misses == 4);  // the held two were not handed out
+    CHECK(status_of(held) > CL_COMPLETE);
+
     clSetUserEventStatus(gate(), CL_COMPLETE);
     held.wait();
-    cache.give_back(env.context, d, std::move(other), cl::Event());
+    CHECK(read_all(held_dst.buffer(), n) == src);
+    CHECK(staging.stats().bytes_in_use == 0);
 }
 
 TEST_CASE("parallel host copies are exact for odd sizes and part counts") {

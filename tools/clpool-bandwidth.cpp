@@ -173,8 +173,9 @@ int main(int argc, char** argv) {
         const cl_mem d = dev.buffer()();
 
 #if CLPOOL_BANDWIDTH_HAS_STAGED
+        MappedPinnedPool mapped_staging{MappedPinnedBackend(session.context, session.device, CL_MEM_READ_WRITE)};
         TransferOptions staging;
-        staging.staging_pool = &pinned_pool;
+        staging.staging_pool = &mapped_staging;
         staging.stage = true;          // the pipeline itself, not the library's choice for small sizes
         staging.direct_max_bytes = 0;
         staging.async = false;

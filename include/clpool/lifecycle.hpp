@@ -78,6 +78,7 @@ inline shutdown_report shutdown() noexcept {
     r.bytes_released += detail::context_registry<BufferPool>::instance().trim_all();
     r.bytes_released += detail::context_registry<PinnedBufferPool>::instance().trim_all();
     r.bytes_released += detail::context_registry<PersistentBufferPool>::instance().trim_all();
+    r.bytes_released += detail::context_registry<MappedPinnedPool>::instance().trim_all();
 #endif
     r.bytes_released += detail::host_pool_slot<host::BufferPool>::trim();
     r.bytes_released += detail::host_pool_slot<host::PinnedBufferPool>::trim();

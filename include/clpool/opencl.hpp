@@ -2,6 +2,7 @@
 #pragma once
 
 #include <clpool/aliases.hpp>
+#include <clpool/backends/mapped_pinned.hpp>
 #include <clpool/backends/opencl.hpp>
 
 namespace clpool {
@@ -11,6 +12,9 @@ namespace clpool {
 using BufferPool = BasicBufferPool<OpenCLBackend>;
 using PinnedBufferPool = BasicPinnedBufferPool<OpenCLBackend>;
 using PersistentBufferPool = BasicPersistentBufferPool<OpenCLBackend>;
+// Pinned staging buffers that stay mapped while pooled: handle.buffer().host()
+// is usable at once, no map/unmap per use (what upload/download stage through).
+using MappedPinnedPool = BasicPinnedBufferPool<MappedPinnedBackend>;
 
 // Hands h back once every command enqueued on `queue` so far has completed
 // (a marker's event). On an in-order queue where the next owner also works,

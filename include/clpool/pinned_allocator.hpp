@@ -1,11 +1,9 @@
-// PinnedAllocator<T>: a standard allocator whose memory is mapped pinned buffers from a PinnedBufferPool.
+// PinnedAllocator<T>: a standard allocator whose memory is mapped pinned buffers from a MappedPinnedPool.
 #pragma once
 
 #include <clpool/errors.hpp>
 #include <clpool/opencl.hpp>
 #include <clpool/registry.hpp>
-#include <clpool/detail/mapping.hpp>
-#include <clpool/detail/pinned_ranges.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -22,94 +20,74 @@ namespace clpool {
 
 namespace detail {
 
-// What copies of one PinnedAllocator share: the pool, a private queue for
-// map/unmap, and the handles behind the pointers handed out.
+// What copies of one PinnedAllocator share: the pool and the handles behind
+// the pointers handed out. The pool's buffers stay mapped while pooled
+// (MappedPinnedBackend), so allocate is a pool hit and a map insert, with no
+// map call, and the backend has already registered the range as pinned.
 class pinned_arena {
 public:
-    explicit pinned_arena(PinnedBufferPool& pool)
-        : pool_(&pool), side_(side_queue(pool.backend().context(), pool.backend().device())) {}
+    explicit pinned_arena(MappedPinnedPool& pool) : pool_(&pool) {}
     pinned_arena(const pinned_arena&) = delete;
     pinned_arena& operator=(const pinned_arena&) = delete;
     // Containers hold an allocator copy, so this runs after they freed
-    // everything; anything left (a leak by the user) is handed back anyway.
-    ~pinned_arena() {
-        for (auto& [p, h] : live_) unmap_and_release(p, h);
-    }
+    // everything; anything left (a leak by the user) goes back with live_.
+    ~pinned_arena() = default;
 
     void* allocate(std::size_t bytes, std::size_t align) {
         auto h = pool_->allocate(bytes);
-        const std::size_t mapped = bytes == 0 ? 1 : bytes;  // a zero-byte map is invalid
-        void* p = map_pinned(side_, h.buffer(), mapped);
-        if (reinterpret_cast<std::uintptr_t>(p) % align != 0) {
-            unmap_and_release(p, h);
-            throw std::bad_alloc();  // the driver's mapping is less aligned than T needs
-        }
-        try {
-            std::lock_guard lock(mutex_);
-            live_.reserve(live_.size() + 1);  // so emplace cannot fail after moving h in
-            pinned_ranges::instance().add(p, mapped);
-            live_.emplace(p, std::move(h));
-        } catch (...) {
-            pinned_ranges::instance().remove(p);
-            unmap_and_release(p, h);
-            throw;
-        }
+        void* p = h.buffer().host();
+        if (reinterpret_cast<std::uintptr_t>(p) % align != 0)
+            throw std::bad_alloc();  // the driver's mapping is less aligned than T needs (h goes back)
+        std::lock_guard lock(mutex_);
+        live_.emplace(p, std::move(h));  // on a throw h is still ours and goes back
         return p;
     }
 
     void deallocate(void* p) noexcept {
-        PinnedBufferPool::handle h;
-        {
-            std::lock_guard lock(mutex_);
-            auto it = live_.find(p);
-            if (it == live_.end()) return;  // not ours: ignore rather than corrupt
-            h = std::move(it->second);
-            live_.erase(it);
-        }
-        pinned_ranges::instance().remove(p);
-        unmap_and_release(p, h);
+        MappedPinnedPool::handle h;  // released after the lock
+        std::lock_guard lock(mutex_);
+        auto it = live_.find(p);
+        if (it == live_.end()) return;  // not ours: ignore rather than corrupt
+        h = std::move(it->second);
+        live_.erase(it);
     }
 
-    PinnedBufferPool& pool() const noexcept { return *pool_; }
+    MappedPinnedPool& pool() const noexcept { return *pool_; }
 
 private:
-    // The pool reuses the buffer only once the unmap has run.
-    void unmap_and_release(void* p, PinnedBufferPool::handle& h) noexcept {
-        const cl::Event unmapped = unmap_after(side_, h.buffer(), p, nullptr);
-        clFlush(side_());
-        h.release_after(&unmapped, 1);
-    }
-
-    PinnedBufferPool* pool_;
-    cl::CommandQueue side_;
+    MappedPinnedPool* pool_;
     std::mutex mutex_;
-    std::unordered_map<void*, PinnedBufferPool::handle> live_;
+    std::unordered_map<void*, MappedPinnedPool::handle> live_;
 };
 
 }  // namespace detail
 
 // std::vector<T, clpool::PinnedAllocator<T>> v(n, PinnedAllocator<T>(queue));
 //
-// Memory comes from a PinnedBufferPool (get_pinned_pool(queue), or one passed
-// in): each allocate takes one pooled CL_MEM_ALLOC_HOST_PTR buffer and maps
-// it; on NVIDIA that mapping is the pinned memory itself, so upload/download
-// and clEnqueueWrite/ReadBuffer from it run at full DMA speed, and upload/
-// download recognise it and skip staging.
+// Memory comes from a MappedPinnedPool (get_mapped_pinned_pool(queue), or one
+// passed in): each allocate takes one pooled CL_MEM_ALLOC_HOST_PTR buffer,
+// which the pool keeps mapped for as long as it holds it; on NVIDIA that
+// mapping is the pinned memory itself, so upload/download and
+// clEnqueueWrite/ReadBuffer from it run at full DMA speed, and upload/download
+// recognise it and skip staging.
 //
-// Lifetime of the mapped pointer: valid from allocate until deallocate of that
-// pointer (the buffer stays mapped the whole time). deallocate unmaps it and
-// returns the buffer to the pool, which reuses it once the unmap ran; a
+// Lifetime of the mapped pointer: yours from allocate until deallocate of that
+// pointer. deallocate returns the buffer to the pool at once, still mapped,
+// and the pool may hand it (and that address) to its next user: a
 // non-blocking copy still reading or writing the memory at that point is the
 // caller's bug, as with any host memory (wait for the copy's event before the
-// container shrinks, reallocates or dies). The pool must outlive the memory
-// (get_pinned_pool's pools do, unless release_pools is called).
+// container shrinks, reallocates or dies). The mapping itself ends only when
+// the pool frees the buffer (trim, or the pool's end); the address stays
+// registered as pinned until then. The pool must outlive the memory
+// (get_mapped_pinned_pool's pools do, unless release_pools is called).
 //
 // Copies share one arena (state); allocators compare equal when they share it.
 // A default-constructed allocator has none and throws usage_error on allocate.
 // allocate throws std::bad_array_new_length (n * sizeof(T) overflows), the
 // pool's size_error/out_of_memory, driver_error, or std::bad_alloc (mapping
 // less aligned than T). deallocate never throws. Thread-safe.
-// Cost: a pool hit plus a blocking map on a private queue (~40 us on PoCL).
+// Cost: a pool hit plus a hash-map insert (a miss: creating and mapping a
+// pinned buffer, milliseconds on a GPU driver).
 template <class T>
 class PinnedAllocator {
 public:
@@ -120,8 +98,8 @@ public:
     using is_always_equal = std::false_type;
 
     PinnedAllocator() noexcept = default;
-    explicit PinnedAllocator(const cl::CommandQueue& queue) : PinnedAllocator(get_pinned_pool(queue)) {}
-    explicit PinnedAllocator(PinnedBufferPool& pool) : arena_(std::make_shared<detail::pinned_arena>(pool)) {}
+    explicit PinnedAllocator(const cl::CommandQueue& queue) : PinnedAllocator(get_mapped_pinned_pool(queue)) {}
+    explicit PinnedAllocator(MappedPinnedPool& pool) : arena_(std::make_shared<detail::pinned_arena>(pool)) {}
     template <class U>
     PinnedAllocator(const PinnedAllocator<U>& other) noexcept : arena_(other.arena_) {}
 
@@ -135,7 +113,7 @@ public:
     }
 
     // The pool memory comes from; throws usage_error for a default-constructed allocator.
-    PinnedBufferPool& pool() const {
+    MappedPinnedPool& pool() const {
         if (!arena_) throw usage_error("clpool: PinnedAllocator was default-constructed and has no pool");
         return arena_->pool();
     }

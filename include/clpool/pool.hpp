@@ -49,6 +49,17 @@ struct event_traits<B> {
     static bool complete(const type& e) noexcept { return B::event_complete(e); }
 };
 
+// Backends whose memory must outlive the commands that use it beyond what a
+// driver's reference count guards (a mapped host pointer that is the source or
+// destination of a copy on another buffer) set `static constexpr bool
+// free_waits_for_events = true`: the pool then waits for a buffer's pending
+// events before it frees it (trim, eviction, a handle outliving its pool).
+template <class B>
+constexpr bool free_waits_for_events() noexcept {
+    if constexpr (requires { B::free_waits_for_events; }) return B::free_waits_for_events;
+    else return false;
+}
+
 #ifdef NDEBUG
 using link_mode = boost::intrusive::link_mode<boost::intrusive::normal_link>;
 #else
@@ -405,6 +416,7 @@ private:
         if (!detail::same_process(b->generation)) return;  // made before fork(): leak it, no driver call
         Pool* pool = owner_of(b);
         if (!pool) {  // the pool is gone: this handle outlived it
+            if constexpr (detail::free_waits_for_events<B>()) B::wait_for(events, count);
             delete b;
             return;
         }
@@ -460,6 +472,7 @@ private:
             }
         }
         if (!keep) {
+            if constexpr (detail::free_waits_for_events<B>()) B::wait_for(b->events.data(), b->events.size());
             delete b;  // the driver frees it once any command still using it is done
         }
     }
@@ -471,7 +484,10 @@ private:
     }
 
     static void dispose(detail_list& doomed) noexcept {
-        doomed.clear_and_dispose([](block_type* b) { delete b; });
+        doomed.clear_and_dispose([](block_type* b) {
+            if constexpr (detail::free_waits_for_events<B>()) B::wait_for(b->events.data(), b->events.size());
+            delete b;
+        });
     }
 
     B backend_;

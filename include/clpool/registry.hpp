@@ -42,7 +42,7 @@ public:
                       "clGetCommandQueueInfo");
         std::lock_guard lock(mutex_);
         auto& slot = pools_[ctx];
-        if (!slot) slot = std::make_unique<PoolT>(OpenCLBackend(queue));
+        if (!slot) slot = std::make_unique<PoolT>(typename PoolT::backend_type(queue));
         // The queue is finished at exit and by shutdown(); registered once.
         if (seen_queues_.insert(queue()).second) queue_registry::instance().add(queue());
         return *slot;
@@ -99,6 +99,10 @@ inline PinnedBufferPool& get_pinned_pool(const cl::CommandQueue& queue) {
 inline PersistentBufferPool& get_persistent_pool(const cl::CommandQueue& queue) {
     return detail::context_registry<PersistentBufferPool>::instance().get(queue);
 }
+// Pinned buffers kept mapped while pooled: the staging pool of upload/download.
+inline MappedPinnedPool& get_mapped_pinned_pool(const cl::CommandQueue& queue) {
+    return detail::context_registry<MappedPinnedPool>::instance().get(queue);
+}
 
 // Drops every per-context pool of `context` (call before releasing a context
 // for good, or its pools keep it alive). References from get_*_pool for that
@@ -107,6 +111,7 @@ inline void release_pools(const cl::Context& context) {
     detail::context_registry<BufferPool>::instance().drop(context());
     detail::context_registry<PinnedBufferPool>::instance().drop(context());
     detail::context_registry<PersistentBufferPool>::instance().drop(context());
+    detail::context_registry<MappedPinnedPool>::instance().drop(context());
     detail::queue_registry::instance().forget(context());  // its queues are not finished at exit any more
 }
 

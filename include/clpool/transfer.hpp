@@ -6,7 +6,6 @@
 #include <clpool/handle.hpp>
 #include <clpool/opencl.hpp>
 #include <clpool/registry.hpp>
-#include <clpool/detail/mapping.hpp>
 #include <clpool/detail/parallel_copy.hpp>
 #include <clpool/detail/pinned_ranges.hpp>
 
@@ -24,8 +23,9 @@ namespace clpool {
 // How upload/download move the bytes. The defaults suit a discrete GPU; see
 // docs/TRANSFERS.md for the measured reasons.
 struct TransferOptions {
-    // Where staging buffers come from; nullptr: get_pinned_pool(queue).
-    PinnedBufferPool* staging_pool = nullptr;
+    // Where staging buffers come from; nullptr: get_mapped_pinned_pool(queue).
+    // Its buffers stay mapped while pooled, so staging does no map/unmap.
+    MappedPinnedPool* staging_pool = nullptr;
     // The largest staging chunk, and how many staging buffers rotate (2..8):
     // the host fills chunk i+1 while the device copies chunk i. A transfer of
     // fewer chunks than buffers is cut in staging_buffers pieces (>= 64 KiB).
@@ -36,7 +36,7 @@ struct TransferOptions {
     std::size_t chunk_bytes = 0;
     unsigned staging_buffers = 3;
     // Transfers of at most this many bytes go direct: for them the extra host
-    // copy and the maps cost more than a pageable DMA loses.
+    // copy and the per-chunk costs outweigh what a pageable DMA loses.
     std::size_t direct_max_bytes = std::size_t{256} << 10;
     // Threads for each host copy into/out of staging (0: half the cores, 1..8).
     unsigned copy_threads = 0;
@@ -101,68 +101,32 @@ inline cl::Event direct(const cl::CommandQueue& q, bool write, const cl::Buffer&
     return cl::Event(ev, false);
 }
 
-// One pinned staging buffer while a transfer holds it: mapped on the side
-// queue for the transfer's duration, then unmapped after its last copy and
-// handed back with release_after(unmap), so the pool reuses it only once no
-// copy reads or writes it. The destructor does the same on an error path.
+// One pinned staging buffer while a transfer holds it. Its host pointer is
+// the pool's persistent mapping (no map or unmap here); at the end it goes
+// back with release_after(the last copy that read or wrote it), so the pool
+// hands it out again only once no copy uses it. The destructor does the same
+// on an error path.
 struct staging_slot {
-    PinnedBufferPool::handle h;
-    void* ptr = nullptr;
+    MappedPinnedPool::handle h;
+    char* ptr = nullptr;
     cl::Event last;  // the copy that last used ptr
-    const cl::CommandQueue* side = nullptr;
 
     staging_slot() = default;
     staging_slot(const staging_slot&) = delete;
     staging_slot& operator=(const staging_slot&) = delete;
     ~staging_slot() { finish(); }
 
-    // Takes a buffer and enqueues its map without waiting: `mapped` must
-    // complete before ptr is used (see map_slots).
-    void acquire(PinnedBufferPool& pool, const cl::CommandQueue& q, std::size_t n, cl::Event& mapped) {
+    void acquire(MappedPinnedPool& pool, std::size_t n) {
         h = pool.allocate(n);
-        side = &q;
-        ptr = map_pinned_async(q, h.buffer(), n, mapped);
+        ptr = static_cast<char*>(h.buffer().host());
     }
-    // Returns the unmap's event (empty if there was none to enqueue).
-    cl::Event finish() noexcept {
-        if (!h) return {};
-        if (ptr) {
-            cl::Event unmapped = unmap_after(*side, h.buffer(), ptr, last() ? &last : nullptr);
-            ptr = nullptr;
-            if (unmapped()) {
-                h.release_after(&unmapped, 1);
-                return unmapped;
-            }
-        }
+    void finish() noexcept {
+        ptr = nullptr;
+        if (!h) return;
         if (last()) h.release_after(&last, 1);
         else h.release();
-        return {};
     }
 };
-
-inline void wait(const cl::Event& e);
-
-// Takes and maps k staging buffers of `chunk` bytes on the side queue: k maps
-// enqueued back to back, then one wait for the last (the queue is in order),
-// instead of k blocking round trips.
-inline void map_slots(std::array<staging_slot, 8>& slots, std::size_t k, PinnedBufferPool& pool,
-                      const cl::CommandQueue& side, std::size_t chunk) {
-    cl::Event mapped;
-    for (std::size_t i = 0; i < k; ++i) slots[i].acquire(pool, side, chunk, mapped);
-    clFlush(side());
-    wait(mapped);
-}
-
-// Unmaps every slot and hands the side queue back with its last unmap's event.
-inline void finish_slots(std::array<staging_slot, 8>& slots, std::size_t k, side_lease& side) noexcept {
-    cl::Event last;
-    for (std::size_t i = 0; i < k; ++i) {
-        cl::Event u = slots[i].finish();
-        if (u()) last = std::move(u);
-    }
-    clFlush(side.queue()());
-    side.give_back(std::move(last));
-}
 
 inline void wait(const cl::Event& e) {
     if (!e()) return;
@@ -170,9 +134,18 @@ inline void wait(const cl::Event& e) {
     opencl::check(clWaitForEvents(1, &raw), "clWaitForEvents (staging copy)");
 }
 
+inline bool in_order(const cl::CommandQueue& q) {
+    cl_command_queue_properties props = 0;
+    opencl::check(clGetCommandQueueInfo(q(), CL_QUEUE_PROPERTIES, sizeof props, &props, nullptr),
+                  "clGetCommandQueueInfo");
+    return (props & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE) == 0;
+}
+
 // An event for "all of these" (a marker; with none: all work so far on q).
-inline cl::Event all_of(const cl::CommandQueue& q, const std::vector<cl::Event>& events) {
-    if (events.size() == 1) return events.front();
+// `ordered`: the events were enqueued on q in this order and q is in order, so
+// the last one stands for all of them (no marker, no extra flush).
+inline cl::Event all_of(const cl::CommandQueue& q, const std::vector<cl::Event>& events, bool ordered = false) {
+    if (events.size() == 1 || (ordered && !events.empty())) return events.back();
     std::vector<cl_event> raw;
     raw_events(events, raw);
     cl_event ev = nullptr;
@@ -215,12 +188,12 @@ inline bool may_stage(const void* host, std::size_t n, const TransferOptions& o)
 // The staging pool if this transfer stages, else nullptr: o.stage, else
 // CLPOOL_PINNED_H2D, else "the device does not share host memory" (on a CPU
 // device or an integrated GPU a staging copy is pure extra work).
-inline PinnedBufferPool* staging_pool_for(const cl::CommandQueue& q, const void* host, std::size_t n,
+inline MappedPinnedPool* staging_pool_for(const cl::CommandQueue& q, const void* host, std::size_t n,
                                           const TransferOptions& o) {
     if (!may_stage(host, n, o)) return nullptr;
     const std::optional<bool> env = config::pinned_h2d();
     if (!o.stage && env == false) return nullptr;
-    auto& pool = o.staging_pool ? *o.staging_pool : get_pinned_pool(q);
+    auto& pool = o.staging_pool ? *o.staging_pool : get_mapped_pinned_pool(q);
     if (!o.stage && !env && pool.backend().unified_memory()) return nullptr;
     return &pool;
 }
@@ -247,28 +220,33 @@ inline std::size_t chunk_for(std::size_t n, const TransferOptions& o) {
     return std::min({cap, piece, n});
 }
 
-inline cl::Event staged_upload(const cl::CommandQueue& q, PinnedBufferPool& pool, const cl::Buffer& dev,
+// Takes k staging buffers of `chunk` bytes: pool hits once warm, no driver call.
+inline void take_slots(std::array<staging_slot, 8>& slots, std::size_t k, MappedPinnedPool& pool, std::size_t chunk) {
+    for (std::size_t i = 0; i < k; ++i) slots[i].acquire(pool, chunk);
+}
+
+inline cl::Event staged_upload(const cl::CommandQueue& q, MappedPinnedPool& pool, const cl::Buffer& dev,
                                std::size_t dev_off, const char* src, std::size_t n, const TransferOptions& o) {
     const std::size_t chunk = chunk_for(n, o);
     const std::size_t chunks = (n + chunk - 1) / chunk;
     const std::size_t k = std::min<std::size_t>(o.staging_buffers, chunks);
     const unsigned threads = o.copy_threads ? o.copy_threads : copy_workers::default_parts();
-    side_lease side(pool.backend().context(), pool.backend().device());
-    std::array<staging_slot, 8> slots;  // after `side`: unmapped (on an error path too) before it goes
+    std::array<staging_slot, 8> slots;  // handed back after their last copies, on an error path too
     std::vector<cl::Event> issued;
     issued.reserve(chunks);
     std::vector<cl_event> raw_wait;
     raw_events(o.wait_for, raw_wait);
-    map_slots(slots, k, pool, side.queue(), chunk);
+    const bool ordered = in_order(q);
+    take_slots(slots, k, pool, chunk);
     for (std::size_t i = 0; i < chunks; ++i) {
         auto& s = slots[i % k];
         const std::size_t off = i * chunk, len = std::min(chunk, n - off);
         if (i >= k) wait(s.last);  // the slot's previous chunk has reached the device
         copy_workers::instance().copy(s.ptr, src + off, len, threads);
         cl_event ev = nullptr;
-        // Only the first chunk waits for the caller's events: the rest follow it on the queue
-        // (or, on an out-of-order queue, are tied together by the final marker anyway).
-        const bool first = i == 0;
+        // On an in-order queue only the first chunk needs the caller's events (the rest follow
+        // it); on an out-of-order queue every chunk waits for them.
+        const bool first = i == 0 || !ordered;
         opencl::check(clEnqueueWriteBuffer(q(), dev(), CL_FALSE, dev_off + off, len, s.ptr,
                                            first ? static_cast<cl_uint>(raw_wait.size()) : 0,
                                            first && !raw_wait.empty() ? raw_wait.data() : nullptr, &ev),
@@ -277,26 +255,24 @@ inline cl::Event staged_upload(const cl::CommandQueue& q, PinnedBufferPool& pool
         issued.push_back(s.last);
         clFlush(q());
     }
-    cl::Event done = all_of(q, issued);
-    finish_slots(slots, k, side);
-    return done;
+    return all_of(q, issued, ordered);  // the slots go back (release_after their copies) on the way out
 }
 
-inline cl::Event staged_download(const cl::CommandQueue& q, PinnedBufferPool& pool, char* dst, const cl::Buffer& dev,
+inline cl::Event staged_download(const cl::CommandQueue& q, MappedPinnedPool& pool, char* dst, const cl::Buffer& dev,
                                  std::size_t dev_off, std::size_t n, const TransferOptions& o) {
     const std::size_t chunk = chunk_for(n, o);
     const std::size_t chunks = (n + chunk - 1) / chunk;
     const std::size_t k = std::min<std::size_t>(o.staging_buffers, chunks);
     const unsigned threads = o.copy_threads ? o.copy_threads : copy_workers::default_parts();
-    side_lease side(pool.backend().context(), pool.backend().device());
-    std::array<staging_slot, 8> slots;  // after `side`: unmapped (on an error path too) before it goes
+    std::array<staging_slot, 8> slots;  // handed back after their last copies, on an error path too
     std::vector<cl_event> raw_wait;
     raw_events(o.wait_for, raw_wait);
+    const bool ordered = in_order(q);
     auto enqueue_read = [&](std::size_t i) {
         auto& s = slots[i % k];
         const std::size_t off = i * chunk, len = std::min(chunk, n - off);
         cl_event ev = nullptr;
-        const bool first = i == 0;
+        const bool first = i == 0 || !ordered;  // as in staged_upload
         opencl::check(clEnqueueReadBuffer(q(), dev(), CL_FALSE, dev_off + off, len, s.ptr,
                                           first ? static_cast<cl_uint>(raw_wait.size()) : 0,
                                           first && !raw_wait.empty() ? raw_wait.data() : nullptr, &ev),
@@ -304,7 +280,7 @@ inline cl::Event staged_download(const cl::CommandQueue& q, PinnedBufferPool& po
         s.last = cl::Event(ev, false);
         clFlush(q());
     };
-    map_slots(slots, k, pool, side.queue(), chunk);
+    take_slots(slots, k, pool, chunk);
     for (std::size_t i = 0; i < k; ++i) enqueue_read(i);
     cl::Event last;
     for (std::size_t i = 0; i < chunks; ++i) {
@@ -315,7 +291,6 @@ inline cl::Event staged_download(const cl::CommandQueue& q, PinnedBufferPool& po
         last = s.last;
         if (i + k < chunks) enqueue_read(i + k);
     }
-    finish_slots(slots, k, side);
     return last;  // complete: the bytes are already in dst
 }
 
@@ -330,7 +305,8 @@ inline cl::Event staged_download(const cl::CommandQueue& q, PinnedBufferPool& po
 // and devices with host-unified memory (CPU, integrated GPU; unless
 // CLPOOL_PINNED_H2D=1 or o.stage) go straight to clEnqueueWriteBuffer. Larger pageable
 // sources are copied chunk by chunk into pinned staging buffers (from
-// o.staging_pool or get_pinned_pool(queue)) while earlier chunks move; the
+// o.staging_pool or get_mapped_pinned_pool(queue), mapped for as long as the pool
+// keeps them) while earlier chunks move; the
 // call returns once the last chunk is in staging, so `src` may be reused at
 // once, and each staging buffer goes back to its pool to be reused only after
 // its copy completed. A direct upload from pageable memory of at most
@@ -348,9 +324,10 @@ inline cl::Event staged_download(const cl::CommandQueue& q, PinnedBufferPool& po
 // src), config_error (bad options or CLPOOL_* value), driver_error, and the
 // staging pool's out_of_memory. On a throw no staging buffer is handed out
 // again while a copy may still use it.
-// Cost: direct: one enqueue. Staged: a side queue leased from a per-context
-// cache, per staging buffer a map and an unmap, per chunk a host copy on
-// copy_threads threads and an enqueue.
+// Cost: direct: one enqueue. Staged: per staging buffer a pool hit (no map or
+// unmap: the pool keeps them mapped), per chunk a host copy on copy_threads
+// threads, an enqueue and a flush; waits on the host only for a staging
+// buffer's previous chunk.
 // Thread-safe as far as the queue is (OpenCL queues are).
 inline cl::Event upload(const cl::CommandQueue& queue, const cl::Buffer& dst, std::size_t dst_offset, const void* src,
                         std::size_t n, const TransferOptions& o = {}) {
@@ -359,7 +336,7 @@ inline cl::Event upload(const cl::CommandQueue& queue, const cl::Buffer& dst, st
     const bool blocking = !o.async.value_or(config::async_h2d());
     if (n == 0) return detail::all_of(queue, o.wait_for);
     cl::Event done;
-    if (PinnedBufferPool* pool = detail::staging_pool_for(queue, src, n, o)) {
+    if (MappedPinnedPool* pool = detail::staging_pool_for(queue, src, n, o)) {
         done = detail::staged_upload(queue, *pool, dst, dst_offset, static_cast<const char*>(src), n, o);
         if (blocking) detail::wait(done);
     } else {
@@ -388,7 +365,7 @@ inline cl::Event download(const cl::CommandQueue& queue, void* dst, const cl::Bu
     detail::validate_options(o);
     detail::check_range(src_offset, n, detail::buffer_size(src), dst);
     if (n == 0) return detail::all_of(queue, o.wait_for);
-    if (PinnedBufferPool* pool = detail::staging_pool_for(queue, dst, n, o)) {
+    if (MappedPinnedPool* pool = detail::staging_pool_for(queue, dst, n, o)) {
         return detail::staged_download(queue, *pool, static_cast<char*>(dst), src, src_offset, n, o);
     }
     return detail::direct(queue, false, src, src_offset, dst, n, detail::direct_blocks(false, dst, n, o, false),

@@ -1,0 +1,128 @@
+// MappedPinnedBackend: pinned host buffers that stay mapped for their whole pooled life, for staging without map/unmap.
+#pragma once
+
+#include <clpool/backend.hpp>
+#include <clpool/backends/mapped_buffer.hpp>
+#include <clpool/backends/opencl.hpp>
+#include <clpool/detail/pinned_ranges.hpp>
+
+#include <algorithm>
+#include <cstddef>
+
+namespace clpool {
+
+// Makes mapped_buffers in one context: clCreateBuffer(CL_MEM_ALLOC_HOST_PTR)
+// and one blocking map (read and write) on the backend's own queue, which both
+// commits the memory and gives the host pointer; the buffer stays mapped until
+// the pool frees it (then: unmap, wait, release; mapped_buffer::reset).
+//
+// Using the mapped pointer as the host side of clEnqueueWriteBuffer /
+// clEnqueueReadBuffer on ANOTHER buffer while it stays mapped is NVIDIA's
+// documented pinned-memory pattern (NVIDIA OpenCL Best Practices Guide,
+// "Pinned Memory": create with CL_MEM_ALLOC_HOST_PTR, map once, copy from the
+// mapped pointer): the driver recognises the pinned pages and DMAs at full
+// speed. On PoCL (CPU) the pointer is ordinary host memory. A staged transfer
+// through these buffers therefore does no map or unmap at all (~86 us per
+// chunk on the H200 through NVIDIA's OpenCL, docs/TRANSFERS.md).
+//
+// Every memory kind is served as host-pinned memory except device_local,
+// which fails (CL_INVALID_VALUE): this backend only makes mapped pinned
+// memory. Pinned memory stays pinned, and mapped, while the pool caches it:
+// trim() gives it back. Each buffer holds a reference to the backend's queue,
+// so one freed after its pool (a handle that outlived it) can still unmap.
+// allocate is thread-safe (OpenCL queues are).
+class MappedPinnedBackend {
+public:
+    using memory_type = mapped_buffer;
+    using event_type = cl::Event;
+    // The pool waits for a buffer's pending events before freeing it: the
+    // driver's reference count does not cover a copy that uses host() of a
+    // buffer it does not name (pool.hpp).
+    static constexpr bool free_waits_for_events = true;
+
+    // Maps on a queue of its own on the context's first device. Throws driver_error.
+    MappedPinnedBackend(const cl::Context& context, cl_mem_flags access_flags = CL_MEM_READ_WRITE)
+        : MappedPinnedBackend(context, opencl::context_devices(context())[0], access_flags) {}
+    // On the queue's device (never on the queue itself). Throws driver_error.
+    MappedPinnedBackend(const cl::CommandQueue& queue, cl_mem_flags access_flags = CL_MEM_READ_WRITE)
+        : MappedPinnedBackend(context_of(queue), device_of(queue), access_flags) {}
+    MappedPinnedBackend(const cl::Context& context, cl_device_id device, cl_mem_flags access_flags)
+        : context_(context), device_(device), access_flags_(access_flags) {
+        cl_int err = CL_SUCCESS;
+        cl_command_queue q = clCreateCommandQueue(context_(), device_, 0, &err);
+        opencl::check(err, "clCreateCommandQueue (clpool mapped pinned backend)");
+        queue_ = cl::CommandQueue(q, false);
+        max_alloc_ = ~std::size_t{0};
+        for (cl_device_id d : opencl::context_devices(context_()))
+            max_alloc_ = std::min<std::size_t>(max_alloc_, opencl::device_info<cl_ulong>(d, CL_DEVICE_MAX_MEM_ALLOC_SIZE));
+        unified_ = opencl::device_info<cl_bool>(device_, CL_DEVICE_HOST_UNIFIED_MEMORY) == CL_TRUE;
+    }
+
+    std::size_t max_alloc_size() const noexcept { return max_alloc_; }
+    bool unified_memory() const noexcept { return unified_; }
+    const char* name() const noexcept { return "opencl mapped pinned"; }
+    const cl::Context& context() const noexcept { return context_; }
+    cl_device_id device() const noexcept { return device_; }
+
+    // Creates, maps (blocking) and registers n bytes as pinned. Never throws;
+    // on failure nothing is left allocated or mapped. Cost: a driver
+    // allocation of pinned memory plus one map round trip.
+    allocation<mapped_buffer> allocate(std::size_t n, memory_kind kind) noexcept {
+        if (kind == memory_kind::device_local) return failure(CL_INVALID_VALUE);
+        const std::size_t bytes = n == 0 ? 1 : n;  // a zero-byte buffer or map is invalid
+        cl_int err = CL_SUCCESS;
+        cl_mem mem = clCreateBuffer(context_(), access_flags_ | CL_MEM_ALLOC_HOST_PTR, bytes, nullptr, &err);
+        if (err != CL_SUCCESS) return failure(err);
+        cl::Buffer buffer(mem, false);  // adopt the creation reference
+        void* host = clEnqueueMapBuffer(queue_(), mem, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, bytes, 0, nullptr,
+                                        nullptr, &err);
+        if (err != CL_SUCCESS) return failure(err);
+        try {
+            detail::pinned_ranges::instance().add(host, bytes);
+        } catch (...) {
+            // Not registered: unmap it again and fail as out of host memory.
+            mapped_buffer undo(std::move(buffer), host, bytes, queue_);
+            return failure(CL_OUT_OF_HOST_MEMORY);
+        }
+        return {mapped_buffer(std::move(buffer), host, bytes, queue_), alloc_status::ok, CL_SUCCESS};
+    }
+
+    // Completion test and wait, as OpenCLBackend's (release_after, pending reuse).
+    static bool event_complete(const cl::Event& e) noexcept { return OpenCLBackend::event_complete(e); }
+    static void wait_for(const cl::Event* events, std::size_t count) noexcept {
+        OpenCLBackend::wait_for(events, count);
+    }
+
+    // Forgets the context and queue without releasing them (a fork child).
+    void abandon() noexcept {
+        context_() = nullptr;
+        queue_() = nullptr;
+    }
+
+private:
+    static allocation<mapped_buffer> failure(cl_int err) noexcept {
+        return {mapped_buffer(), opencl::is_out_of_memory(err) ? alloc_status::out_of_memory : alloc_status::failed,
+                err};
+    }
+    static cl::Context context_of(const cl::CommandQueue& q) {
+        cl_context ctx = nullptr;
+        opencl::check(clGetCommandQueueInfo(q(), CL_QUEUE_CONTEXT, sizeof ctx, &ctx, nullptr), "clGetCommandQueueInfo");
+        return cl::Context(ctx, true);  // retain: the queue keeps its own reference
+    }
+    static cl_device_id device_of(const cl::CommandQueue& q) {
+        cl_device_id d = nullptr;
+        opencl::check(clGetCommandQueueInfo(q(), CL_QUEUE_DEVICE, sizeof d, &d, nullptr), "clGetCommandQueueInfo");
+        return d;
+    }
+
+    cl::Context context_;
+    cl_device_id device_ = nullptr;
+    cl_mem_flags access_flags_;
+    cl::CommandQueue queue_;  // maps on allocate; each buffer keeps a reference for its unmap
+    std::size_t max_alloc_ = 0;
+    bool unified_ = false;
+};
+
+static_assert(Backend<MappedPinnedBackend>);
+
+}  // namespace clpool
