@@ -6,6 +6,8 @@
 # loader, nvcc. Writes $OUT (default ./out)/transfers/. About 5 minutes on 16 cores.
 #   CLPOOL_BENCH_MAX_BYTES=1073741824  largest size (default 1 GiB here)
 #   BENCH_MIN_TIME=0.2  BENCH_REPS=3   per benchmark; the summary uses medians
+#   COPY_THREADS="12 16"  also run the staged/auto families with these copy_threads (one JSON each,
+#                         bench_transfer_tN.json; the summary prints their staged checks too)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-$PWD/out}/transfers
@@ -37,12 +39,17 @@ cmake --build "$build" -j"$(nproc)" --target "${targets[@]}" >"$out/build.log" 2
   || { tail -40 "$out/build.log"; exit 1; }
 
 # Correctness on the real device first (byte-for-byte round trips, release_after under held queues).
-"$build/tests/clpool_tests" -sf='*transfer*,*release_after*,*pinned_allocator*' >"$out/tests.log" 2>&1
+"$build/tests/clpool_tests" -sf='*transfer*,*release_after*,*pinned_allocator*,*mapped_pinned*' >"$out/tests.log" 2>&1
 echo "tests exit $?: $(tail -2 "$out/tests.log" | head -1)"
 
 common=(--benchmark_min_time="$min_time" --benchmark_repetitions="$reps" --benchmark_out_format=json)
 "$build/benchmarks/bench_transfer" "${common[@]}" --benchmark_out="$out/bench_transfer.json" >"$out/bench_transfer.txt" 2>&1
 echo "bench_transfer exit $?"
+for t in ${COPY_THREADS:-}; do
+  CLPOOL_BENCH_COPY_THREADS=$t "$build/benchmarks/bench_transfer" "${common[@]}" --benchmark_filter='/(staged|auto)/' \
+    --benchmark_out="$out/bench_transfer_t$t.json" >"$out/bench_transfer_t$t.txt" 2>&1
+  echo "bench_transfer copy_threads=$t exit $?"
+done
 if [ -x "$build/benchmarks/bench_transfer_cuda" ]; then
   "$build/benchmarks/bench_transfer_cuda" "${common[@]}" --benchmark_out="$out/bench_transfer_cuda.json" \
     >"$out/bench_transfer_cuda.txt" 2>&1

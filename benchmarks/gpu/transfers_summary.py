@@ -26,7 +26,7 @@ def load(path):
 d = sys.argv[1]
 r = load(os.path.join(d, "bench_transfer.json"))
 r.update(load(os.path.join(d, "bench_transfer_cuda.json")))
-sizes = sorted({s for (_, s) in r})
+sizes = sorted({s for (f, s) in r if f.startswith(("h2d/", "d2h/"))})  # not host_copy's thread counts
 def g(f, s): return r.get((f, s))
 def fmt(x): return "   -  " if x is None else f"{x:6.2f}"
 ok_all = True
@@ -47,3 +47,24 @@ for dirn in ("h2d", "d2h"):
         size = f"{s >> 20}M" if s >= 1 << 20 else f"{s >> 10}K"
         print(f"{size:>12} | " + " ".join(fmt(x) for x in row[:4]) + " | " + " ".join(fmt(x) for x in row[4:]) + " | " + txt)
 print("\nall targets met" if ok_all else "\nsome targets missed (MISS above)")
+
+# The staging memcpy alone (bench_transfer host_copy/{to,from}_pinned/THREADS, 16 MiB): what bounds staged.
+hc = sorted((f, t, v) for (f, t), v in r.items() if f.startswith("host_copy/"))
+if hc:
+    print("\nhost copy alone (16 MiB, GB/s) by copy threads:")
+    for fam in ("host_copy/to_pinned", "host_copy/from_pinned"):
+        print(f"  {fam.split('/')[1]:>12}: " + "  ".join(f"{t}t={v:.1f}" for f, t, v in hc if f == fam))
+
+# Extra runs with other copy_threads (transfers.sh COPY_THREADS=...): staged checks against this run's driver.
+import glob
+for path in sorted(glob.glob(os.path.join(d, "bench_transfer_t*.json"))):
+    t = os.path.basename(path)[len("bench_transfer_t"):-len(".json")]
+    x = load(path)
+    print(f"\ncopy_threads={t} (not part of the verdict above):")
+    for dirn in ("h2d", "d2h"):
+        cells = []
+        for s in sizes:
+            stg, dp = x.get((f"{dirn}/staged", s)), g(f"{dirn}/driver_pageable", s)
+            if s >= 16 << 20 and stg and dp:
+                cells.append(f"{s >> 20}M {stg:.1f}={stg / dp:.2f}x{'' if stg / dp >= 2.0 else '(MISS<2.0)'}")
+        print(f"  {dirn.upper()} staged: " + "  ".join(cells))
