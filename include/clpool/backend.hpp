@@ -25,6 +25,12 @@ struct allocation {
     int native_code = 0;
 };
 
+// Optional members a pool uses when present (pool.hpp): `event_type` with
+// `static bool event_complete(const event_type&) noexcept` and
+// `static void wait_for(const event_type*, std::size_t) noexcept` (release
+// with events), `void abandon() noexcept` (fork child), and
+// `static constexpr bool free_waits_for_events` (the pool waits for a
+// buffer's pending events before freeing it: MappedPinnedBackend).
 template <class B>
 concept Backend = std::move_constructible<B> &&
     std::movable<typename B::memory_type> && std::default_initializable<typename B::memory_type> &&
