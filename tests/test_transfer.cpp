@@ -8,9 +8,11 @@
 
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <cstring>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 using namespace clpool;
@@ -441,6 +443,34 @@ TEST_CASE("a staged transfer never waits behind another one held by a user event
     held.wait();
     CHECK(read_all(held_dst.buffer(), n) == src);
     CHECK(staging.stats().bytes_in_use == 0);
+}
+
+TEST_CASE("on an out-of-order queue every staged chunk waits for wait_for, and the event covers them all") {
+    auto& env = OpenCLEnv::get();
+    cl_int err = CL_SUCCESS;
+    cl_command_queue raw_q =
+        clCreateCommandQueue(env.context(), env.device(), CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE, &err);
+    REQUIRE(err == CL_SUCCESS);  // PoCL supports out-of-order queues
+    const cl::CommandQueue ooo(raw_q, false);
+    BufferPool device(env.context);
+    MappedPinnedPool staging(env.context);
+    const std::size_t chunk = 64 * 1024, n = 4 * chunk + 77;
+    auto dev = device.allocate(n);
+    fill(dev.buffer(), n, 0xEE);
+    env.queue.finish();
+    const auto src = pattern(n, 21);
+    cl::Event gate(clCreateUserEvent(env.context(), &err), false);
+    REQUIRE(err == CL_SUCCESS);
+    auto o = opts(staging, true, chunk, 8);  // five chunks, five buffers: no host wait
+    o.wait_for = {gate};
+    o.async = true;
+    const cl::Event done = upload(ooo, dev, 0, src.data(), n, o);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    CHECK(status_of(done) > CL_COMPLETE);
+    CHECK(read_all(dev.buffer(), n) == std::vector<unsigned char>(n, 0xEE));  // no chunk ran early
+    clSetUserEventStatus(gate(), CL_COMPLETE);
+    done.wait();
+    CHECK(read_all(dev.buffer(), n) == src);
 }
 
 TEST_CASE("parallel host copies are exact for odd sizes and part counts") {
