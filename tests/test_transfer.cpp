@@ -8,6 +8,7 @@
 
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <optional>
@@ -100,6 +101,68 @@ TEST_CASE("upload then download round-trips exactly, at offsets, for odd and non
         }
     }
     // Every staging buffer went back to its pool.
+    CHECK(staging.stats().bytes_in_use == 0);
+}
+
+TEST_CASE("piece plans cover every byte once, in order, within a chunk, quartering the exposed end") {
+    const std::size_t mib = std::size_t{1} << 20;
+    for (std::size_t chunk : {64 * std::size_t{1024}, mib, 4 * mib}) {
+        for (std::size_t n : {std::size_t{1}, chunk - 1, chunk, chunk + 1, 2 * chunk, 2 * chunk + 4097, 4 * chunk,
+                              5 * chunk / 2 + 13, 16 * mib}) {
+            for (bool taper_end : {true, false}) {
+                CAPTURE(chunk);
+                CAPTURE(n);
+                CAPTURE(taper_end);
+                const auto plan = detail::plan_pieces(n, chunk, taper_end);
+                std::size_t next = 0;
+                for (const auto& p : plan) {
+                    CHECK(p.off == next);
+                    CHECK(p.len > 0);
+                    CHECK(p.len <= chunk);
+                    next = p.off + p.len;
+                }
+                CHECK(next == n);
+                // Quartered where it pays: >= 2 chunks of >= 1 MiB.
+                const bool quartered = n >= 2 * chunk && chunk >= mib;
+                if (quartered) {
+                    const auto& end = taper_end ? plan.back() : plan.front();
+                    CHECK(end.len <= chunk / 4);
+                    CHECK(plan.size() == (n - chunk + chunk - 1) / chunk + 4);
+                } else {
+                    CHECK(plan.size() == (n + chunk - 1) / chunk);  // plain chunks
+                }
+            }
+        }
+    }
+}
+
+TEST_CASE("tapered staged transfers (1 MiB chunks, quarter pieces at the ends) round-trip exactly") {
+    auto& env = OpenCLEnv::get();
+    BufferPool device(env.context);
+    MappedPinnedPool staging(env.context);
+    const std::size_t mib = std::size_t{1} << 20;
+    for (std::size_t n : {2 * mib, 3 * mib + 4097, 5 * mib + 13}) {
+        for (std::size_t off : {std::size_t{0}, std::size_t{4096 + 5}}) {
+            CAPTURE(n);
+            CAPTURE(off);
+            const std::size_t total = off + n + 4096;
+            auto dev = device.allocate(total);
+            fill(dev.buffer(), total, 0xEE);
+            const auto src = pattern(n, static_cast<unsigned>(n + off));
+            auto o = opts(staging, true, mib, 3);
+            o.copy_threads = 3;
+            upload(env.queue, dev, off, src.data(), n, o).wait();
+            const auto all = read_all(dev.buffer(), total);
+            CHECK(std::memcmp(all.data() + off, src.data(), n) == 0);
+            CHECK(std::all_of(all.begin(), all.begin() + off, [](unsigned char c) { return c == 0xEE; }));
+            CHECK(std::all_of(all.begin() + off + n, all.end(), [](unsigned char c) { return c == 0xEE; }));
+            std::vector<unsigned char> back(n + 2, 0x77);
+            download(env.queue, back.data() + 1, dev, off, n, o).wait();
+            CHECK(back.front() == 0x77);
+            CHECK(back.back() == 0x77);
+            CHECK(std::memcmp(back.data() + 1, src.data(), n) == 0);
+        }
+    }
     CHECK(staging.stats().bytes_in_use == 0);
 }
 
@@ -471,6 +534,24 @@ TEST_CASE("on an out-of-order queue every staged chunk waits for wait_for, and t
     clSetUserEventStatus(gate(), CL_COMPLETE);
     done.wait();
     CHECK(read_all(dev.buffer(), n) == src);
+}
+
+TEST_CASE("parallel host copies from several threads at once are each exact") {
+    const std::size_t n = (3 << 20) + 4097;
+    std::vector<std::thread> threads;
+    std::atomic<int> bad{0};
+    for (unsigned t = 0; t < 4; ++t)
+        threads.emplace_back([&, t] {
+            const auto src = pattern(n, 100 + t);
+            std::vector<unsigned char> dst(n);
+            for (int round = 0; round < 20; ++round) {
+                std::fill(dst.begin(), dst.end(), 0);
+                detail::copy_workers::instance().copy(dst.data(), src.data(), n, 3 + t % 2);
+                if (std::memcmp(dst.data(), src.data(), n) != 0) bad.fetch_add(1);
+            }
+        });
+    for (auto& th : threads) th.join();
+    CHECK(bad == 0);
 }
 
 TEST_CASE("parallel host copies are exact for odd sizes and part counts") {

@@ -220,6 +220,39 @@ inline std::size_t chunk_for(std::size_t n, const TransferOptions& o) {
     return std::min({cap, piece, n});
 }
 
+// The pieces a staged transfer moves, in order. A pipeline's wall time is
+// about the sum of its slower stage plus one piece of the other stage at the
+// ends: an upload's last DMA starts only when its last host copy is done, and
+// a download's first host copy waits for its first DMA. So the exposed end is
+// cut finer: an upload's last chunk, and a download's first, go as four
+// quarter pieces (each >= 256 KiB) when the transfer has at least two chunks.
+// Each piece fits a staging buffer of `chunk` bytes.
+struct piece {
+    std::size_t off, len;
+};
+inline std::vector<piece> plan_pieces(std::size_t n, std::size_t chunk, bool taper_end) {
+    std::vector<piece> out;
+    const std::size_t quarter = chunk / 4;
+    const bool taper = n >= 2 * chunk && quarter >= (std::size_t{256} << 10);
+    std::size_t off = 0;
+    auto add_quarters = [&](std::size_t end) {
+        while (off < end) {
+            const std::size_t len = std::min(quarter, end - off);
+            out.push_back({off, len});
+            off += len;
+        }
+    };
+    if (taper && !taper_end) add_quarters(chunk);
+    const std::size_t body_end = taper && taper_end ? n - std::min(chunk, n - off) : n;
+    while (off < body_end) {
+        const std::size_t len = std::min(chunk, body_end - off);
+        out.push_back({off, len});
+        off += len;
+    }
+    if (taper && taper_end) add_quarters(n);
+    return out;
+}
+
 // Takes k staging buffers of `chunk` bytes: pool hits once warm, no driver call.
 inline void take_slots(std::array<staging_slot, 8>& slots, std::size_t k, MappedPinnedPool& pool, std::size_t chunk) {
     for (std::size_t i = 0; i < k; ++i) slots[i].acquire(pool, chunk);
@@ -228,7 +261,8 @@ inline void take_slots(std::array<staging_slot, 8>& slots, std::size_t k, Mapped
 inline cl::Event staged_upload(const cl::CommandQueue& q, MappedPinnedPool& pool, const cl::Buffer& dev,
                                std::size_t dev_off, const char* src, std::size_t n, const TransferOptions& o) {
     const std::size_t chunk = chunk_for(n, o);
-    const std::size_t chunks = (n + chunk - 1) / chunk;
+    const std::vector<piece> pieces = plan_pieces(n, chunk, /*taper_end=*/true);
+    const std::size_t chunks = pieces.size();
     const std::size_t k = std::min<std::size_t>(o.staging_buffers, chunks);
     const unsigned threads = o.copy_threads ? o.copy_threads : copy_workers::default_parts();
     std::array<staging_slot, 8> slots;  // handed back after their last copies, on an error path too
@@ -240,7 +274,7 @@ inline cl::Event staged_upload(const cl::CommandQueue& q, MappedPinnedPool& pool
     take_slots(slots, k, pool, chunk);
     for (std::size_t i = 0; i < chunks; ++i) {
         auto& s = slots[i % k];
-        const std::size_t off = i * chunk, len = std::min(chunk, n - off);
+        const auto [off, len] = pieces[i];
         if (i >= k) wait(s.last);  // the slot's previous chunk has reached the device
         copy_workers::instance().copy(s.ptr, src + off, len, threads);
         cl_event ev = nullptr;
@@ -261,7 +295,8 @@ inline cl::Event staged_upload(const cl::CommandQueue& q, MappedPinnedPool& pool
 inline cl::Event staged_download(const cl::CommandQueue& q, MappedPinnedPool& pool, char* dst, const cl::Buffer& dev,
                                  std::size_t dev_off, std::size_t n, const TransferOptions& o) {
     const std::size_t chunk = chunk_for(n, o);
-    const std::size_t chunks = (n + chunk - 1) / chunk;
+    const std::vector<piece> pieces = plan_pieces(n, chunk, /*taper_end=*/false);
+    const std::size_t chunks = pieces.size();
     const std::size_t k = std::min<std::size_t>(o.staging_buffers, chunks);
     const unsigned threads = o.copy_threads ? o.copy_threads : copy_workers::default_parts();
     std::array<staging_slot, 8> slots;  // handed back after their last copies, on an error path too
@@ -270,7 +305,7 @@ inline cl::Event staged_download(const cl::CommandQueue& q, MappedPinnedPool& po
     const bool ordered = in_order(q);
     auto enqueue_read = [&](std::size_t i) {
         auto& s = slots[i % k];
-        const std::size_t off = i * chunk, len = std::min(chunk, n - off);
+        const auto [off, len] = pieces[i];
         cl_event ev = nullptr;
         const bool first = i == 0 || !ordered;  // as in staged_upload
         opencl::check(clEnqueueReadBuffer(q(), dev(), CL_FALSE, dev_off + off, len, s.ptr,
@@ -285,7 +320,7 @@ inline cl::Event staged_download(const cl::CommandQueue& q, MappedPinnedPool& po
     cl::Event last;
     for (std::size_t i = 0; i < chunks; ++i) {
         auto& s = slots[i % k];
-        const std::size_t off = i * chunk, len = std::min(chunk, n - off);
+        const auto [off, len] = pieces[i];
         wait(s.last);  // chunk i is in staging
         copy_workers::instance().copy(dst + off, s.ptr, len, threads);
         last = s.last;

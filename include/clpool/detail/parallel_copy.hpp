@@ -1,4 +1,4 @@
-// parallel_copy: memcpy split over a few worker threads, for filling and draining staging buffers.
+// parallel_copy: memcpy shared out over a few worker threads, for filling and draining staging buffers.
 #pragma once
 
 #include <algorithm>
@@ -7,10 +7,9 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstring>
-#include <deque>
-#include <functional>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 namespace clpool::detail {
 
@@ -20,15 +19,16 @@ namespace clpool::detail {
 //
 // The workers are started on first use and never stopped: the object is
 // new-ed and never deleted, and the threads are detached, so nothing runs at
-// process exit. Thread-safe: concurrent copies queue their parts.
+// process exit. Thread-safe: concurrent copies each post their own job.
 //
-// Hand-off: a staged transfer hands a chunk every few tens of microseconds,
-// and waking a sleeping thread through a futex costs about as much (more in a
-// VM). So a worker that finished a part spins (with a CPU pause) for up to
-// worker_spin before it sleeps, a copy wakes only as many sleepers as it has
-// parts for (notify_one each, none when all are spinning), and the caller
-// spins on the parts' counter before it blocks. Nobody spins where the
-// workers and the caller outnumber the cores.
+// Work sharing, not a fixed split: a copy is cut into small pieces that the
+// caller and up to parts - 1 workers claim from one atomic counter. The
+// caller starts copying at once, and a worker that wakes late (a futex wake
+// costs tens of microseconds in a VM, as much as a piece) just takes fewer
+// pieces: nobody waits for the slowest thread's whole share. Between copies a
+// worker spins (with a CPU pause) for up to worker_spin before it sleeps,
+// since a staged transfer posts a chunk every few tens of microseconds; nobody
+// spins where the workers and the caller outnumber the cores.
 class copy_workers {
 public:
     static copy_workers& instance() {
@@ -36,50 +36,44 @@ public:
         return *w;
     }
 
-    // Copies n bytes in `parts` pieces, the calling thread doing one of them.
-    // Returns when all are done. Never throws: if a worker cannot be started
-    // the calling thread copies the rest itself.
+    // Copies n bytes on up to `parts` threads, the calling thread among them.
+    // Returns when every byte is copied. Never throws: if no worker can be
+    // started or posted to, the calling thread copies it all.
     void copy(void* dst, const void* src, std::size_t n, unsigned parts) noexcept {
         parts = std::max(1u, parts);
-        if (parts == 1 || n < 2 * min_part) {
+        if (parts == 1 || n < 2 * min_piece) {
             std::memcpy(dst, src, n);
             return;
         }
-        parts = static_cast<unsigned>(std::min<std::size_t>(parts, n / min_part));
+        parts = static_cast<unsigned>(std::min<std::size_t>(parts, n / min_piece));
         ensure_workers(parts - 1);
-        // Pieces on 4 KiB boundaries so two threads never write one page.
-        const std::size_t piece = ((n / parts) + 4095) & ~std::size_t{4095};
-        latch done;
-        std::size_t queued = 0, wake = 0;
+        job j(dst, src, n, piece_for(n, parts), parts - 1);
+        bool posted = false;
+        std::size_t wake = 0;
         {
             std::lock_guard lock(mutex_);
-            for (std::size_t off = piece; off < n && queued + 1 < parts && queued < workers_; off += piece, ++queued) {
-                const std::size_t len = std::min(piece, n - off);
-                auto* d = static_cast<char*>(dst) + off;
-                auto* s = static_cast<const char*>(src) + off;
-                try {
-                    tasks_.push_back(task{d, s, len, &done});
-                } catch (...) {
-                    break;
-                }
+            try {
+                jobs_.push_back(&j);
+                posted = true;
+            } catch (...) {
             }
-            done.pending.store(queued, std::memory_order_relaxed);
-            available_.store(tasks_.size(), std::memory_order_release);
-            wake = std::min(queued, sleepers_);
+            available_.store(jobs_.size(), std::memory_order_release);
+            wake = std::min<std::size_t>(sleepers_, parts - 1);
         }
-        for (std::size_t i = 0; i < wake; ++i) cv_.notify_one();
-        // The caller copies the first piece, and whatever could not be queued.
-        const std::size_t mine_end = std::min(n, piece * (queued + 1));
-        std::memcpy(dst, src, std::min(piece, n));
-        if (mine_end < n)
-            std::memcpy(static_cast<char*>(dst) + mine_end, static_cast<const char*>(src) + mine_end, n - mine_end);
-        if (spinning_allowed())
-            spin_until(caller_spin, [&] { return done.pending.load(std::memory_order_acquire) == 0; });
-        // Taken even when the count is already 0: a worker touches `done` only under
-        // its mutex, so once we hold it no worker still uses it.
-        std::unique_lock lock(done.mutex);
-        done.waiting = true;
-        done.cv.wait(lock, [&] { return done.pending.load(std::memory_order_acquire) == 0; });
+        if (wake == 1) cv_.notify_one();
+        else if (wake > 1) cv_.notify_all();  // one system call for all of them
+        j.work();  // the caller claims pieces until none is left
+        if (!posted) return;
+        {
+            std::lock_guard lock(mutex_);  // no worker attaches to j after this
+            jobs_.erase(std::find(jobs_.begin(), jobs_.end(), &j));
+            available_.store(jobs_.size(), std::memory_order_release);
+        }
+        // Every piece is claimed; wait for the workers still copying theirs.
+        for (unsigned i = 1; j.users.load(std::memory_order_acquire) != 0; ++i) {
+            if (i < 4096) cpu_relax();
+            else std::this_thread::yield();  // a worker was preempted mid-piece
+        }
     }
 
     // The number of threads a copy may use by default: half the cores, 1 to 8.
@@ -89,23 +83,42 @@ public:
     }
 
 private:
-    static constexpr std::size_t min_part = 256 * 1024;  // below this a thread hand-off costs more than it saves
-    // How long a worker waits hot for the next part, and a caller for its parts, before sleeping.
+    static constexpr std::size_t min_piece = 64 * 1024;  // a claim costs one atomic add; a piece ~5 us
+    // How long a worker waits hot for the next job before it sleeps.
     static constexpr std::chrono::microseconds worker_spin{200};
-    static constexpr std::chrono::microseconds caller_spin{500};
 
-    struct latch {
-        std::mutex mutex;
-        std::condition_variable cv;
-        std::atomic<std::size_t> pending{0};
-        bool waiting = false;  // the caller sleeps on cv (under mutex)
-    };
-    struct task {
+    // One copy. Lives on its caller's stack; workers attach under the mutex
+    // while it is posted and detach (users) after their last piece.
+    struct job {
         char* dst;
         const char* src;
         std::size_t n;
-        latch* done;
+        std::size_t piece;
+        unsigned max_users;
+        std::atomic<std::size_t> next{0};  // offset of the next unclaimed piece
+        std::atomic<unsigned> users{0};    // workers attached
+        unsigned attached = 0;             // ever attached (under the mutex)
+
+        job(void* d, const void* s, std::size_t len, std::size_t p, unsigned helpers) noexcept
+            : dst(static_cast<char*>(d)), src(static_cast<const char*>(s)), n(len), piece(p), max_users(helpers) {}
+
+        bool open() const noexcept { return attached < max_users && next.load(std::memory_order_relaxed) < n; }
+
+        void work() noexcept {
+            for (;;) {
+                const std::size_t off = next.fetch_add(piece, std::memory_order_relaxed);
+                if (off >= n) return;
+                std::memcpy(dst + off, src + off, std::min(piece, n - off));
+            }
+        }
     };
+
+    // Pieces on 4 KiB boundaries (two threads never write one page), about
+    // four per thread, so a late thread costs at most a quarter of a share.
+    static std::size_t piece_for(std::size_t n, unsigned parts) noexcept {
+        const std::size_t want = n / (std::size_t{parts} * 4);
+        return std::max(min_piece, (want + 4095) & ~std::size_t{4095});
+    }
 
     copy_workers() = default;
 
@@ -115,7 +128,7 @@ private:
             try {
                 std::thread([this] { run(); }).detach();
             } catch (...) {
-                return;  // fewer workers: copy() does the rest on the caller
+                return;  // fewer workers: the caller copies more itself
             }
             ++workers_;
             workers_count_.store(workers_, std::memory_order_relaxed);
@@ -130,58 +143,57 @@ private:
 #endif
     }
 
-    // Spins until done() or `limit` has passed; returns done().
-    template <class Done>
-    static bool spin_until(std::chrono::microseconds limit, Done done) noexcept {
-        const auto deadline = std::chrono::steady_clock::now() + limit;
-        for (unsigned i = 1;; ++i) {
-            if (done()) return true;
-            cpu_relax();
-            if (i % 64 == 0 && std::chrono::steady_clock::now() >= deadline) return done();
-        }
-    }
-
     // Spinning only pays where every worker and the caller have a core.
     bool spinning_allowed() const noexcept {
         const unsigned hw = std::thread::hardware_concurrency();
         return hw > 0 && workers_count_.load(std::memory_order_relaxed) < hw;
     }
 
-    bool try_pop(task& t) noexcept {
+    // A posted job with room for one more worker, now attached; or nullptr. Mutex held.
+    job* attach_locked() noexcept {
+        for (job* j : jobs_) {
+            if (!j->open()) continue;
+            ++j->attached;
+            j->users.fetch_add(1, std::memory_order_relaxed);
+            return j;
+        }
+        return nullptr;
+    }
+
+    job* try_attach() noexcept {
         std::lock_guard lock(mutex_);
-        if (tasks_.empty()) return false;
-        t = tasks_.front();
-        tasks_.pop_front();
-        available_.store(tasks_.size(), std::memory_order_relaxed);
-        return true;
+        return attach_locked();
+    }
+
+    // Spins for up to worker_spin polling for a job; nullptr if none came.
+    job* spin_for_job() noexcept {
+        const auto deadline = std::chrono::steady_clock::now() + worker_spin;
+        for (unsigned i = 1;; ++i) {
+            if (available_.load(std::memory_order_acquire) != 0)
+                if (job* j = try_attach()) return j;
+            cpu_relax();
+            if (i % 64 == 0 && std::chrono::steady_clock::now() >= deadline) return nullptr;
+        }
     }
 
     void run() noexcept {
         for (;;) {
-            task t{};
-            const bool hot = spinning_allowed() && spin_until(worker_spin, [&] {
-                return available_.load(std::memory_order_acquire) != 0 && try_pop(t);
-            });
-            if (!hot) {
+            job* j = spinning_allowed() ? spin_for_job() : nullptr;
+            if (!j) {
                 std::unique_lock lock(mutex_);
                 ++sleepers_;
-                cv_.wait(lock, [&] { return !tasks_.empty(); });
+                cv_.wait(lock, [&] { return (j = attach_locked()) != nullptr; });
                 --sleepers_;
-                t = tasks_.front();
-                tasks_.pop_front();
-                available_.store(tasks_.size(), std::memory_order_relaxed);
             }
-            std::memcpy(t.dst, t.src, t.n);
-            std::lock_guard lock(t.done->mutex);
-            if (t.done->pending.fetch_sub(1, std::memory_order_acq_rel) == 1 && t.done->waiting)
-                t.done->cv.notify_one();
+            j->work();
+            j->users.fetch_sub(1, std::memory_order_release);  // j may be gone after this
         }
     }
 
     std::mutex mutex_;
     std::condition_variable cv_;
-    std::deque<task> tasks_;
-    std::atomic<std::size_t> available_{0};      // tasks_.size(), for spinners to poll without the lock
+    std::vector<job*> jobs_;                      // posted copies (under mutex_)
+    std::atomic<std::size_t> available_{0};      // jobs_.size(), for spinners to poll without the lock
     std::size_t workers_ = 0;                     // under mutex_
     std::atomic<std::size_t> workers_count_{0};  // workers_, for spinning_allowed without the lock
     std::size_t sleepers_ = 0;                    // workers blocked on cv_ (under mutex_)
