@@ -10,7 +10,7 @@
 // mapped in a MappedPinnedPool, so transfers no longer pay it), and host_copy/{to,from}_pinned/T:
 // the staging memcpy alone, 16 MiB split over T copy threads (what bounds the staged paths).
 // CLPOOL_BENCH_COPY_THREADS=N sets TransferOptions::copy_threads for staged and auto (default: the
-// library's, half the cores up to 8).
+// library's, half the cores up to 8); CLPOOL_BENCH_CHUNK=N sets chunk_bytes (default: automatic).
 // bench_transfer_cuda (where CUDA builds) measures cudaMemcpy pinned/pageable the same way.
 #include "common/setup.hpp"
 
@@ -57,6 +57,11 @@ clpool::BufferPool::handle device_buffer(std::size_t n) {
 
 enum class path { driver_pageable, pinned, staged, automatic };
 
+// CLPOOL_BENCH_CHUNK=N sets TransferOptions::chunk_bytes for staged and auto (default 0: automatic).
+std::size_t bench_chunk() {
+    const char* v = std::getenv("CLPOOL_BENCH_CHUNK");
+    return v ? static_cast<std::size_t>(std::strtoull(v, nullptr, 10)) : 0u;
+}
 unsigned bench_copy_threads() {
     const char* v = std::getenv("CLPOOL_BENCH_COPY_THREADS");
     return v ? static_cast<unsigned>(std::strtoul(v, nullptr, 10)) : 0u;
@@ -74,6 +79,7 @@ void transfer(benchmark::State& state) {
         unsigned char* ptr = P == path::pinned ? pinned.data() : host.data();
         clpool::TransferOptions o;
         o.copy_threads = bench_copy_threads();
+        o.chunk_bytes = bench_chunk();
         if (P == path::staged) {
             o.stage = true;
             o.direct_max_bytes = 0;
