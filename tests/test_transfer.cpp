@@ -554,15 +554,25 @@ TEST_CASE("parallel host copies from several threads at once are each exact") {
     CHECK(bad == 0);
 }
 
-TEST_CASE("parallel host copies are exact for odd sizes and part counts") {
-    for (std::size_t n : {std::size_t{1}, std::size_t{300000}, std::size_t{(1 << 20) + 4097}, std::size_t{5 << 20}}) {
+TEST_CASE("parallel host copies are exact for odd sizes, part counts and alignments, streaming or not") {
+    for (std::size_t n : {std::size_t{1}, std::size_t{63}, std::size_t{300000}, std::size_t{(1 << 20) + 4097},
+                          std::size_t{5 << 20}}) {
         for (unsigned parts : {1u, 2u, 3u, 8u}) {
-            const auto src = pattern(n, static_cast<unsigned>(n + parts));
-            std::vector<unsigned char> dst(n + 2, 0x42);
-            detail::copy_workers::instance().copy(dst.data() + 1, src.data(), n, parts);
-            CHECK(dst.front() == 0x42);
-            CHECK(dst.back() == 0x42);
-            CHECK(std::memcmp(dst.data() + 1, src.data(), n) == 0);
+            for (bool stream : {false, true}) {
+                for (std::size_t skew : {std::size_t{0}, std::size_t{1}, std::size_t{17}}) {
+                    CAPTURE(n);
+                    CAPTURE(parts);
+                    CAPTURE(stream);
+                    CAPTURE(skew);
+                    const auto src = pattern(n + skew, static_cast<unsigned>(n + parts + skew));
+                    std::vector<unsigned char> dst(n + 2 + skew, 0x42);
+                    // dst at an odd offset, src at another: both unaligned for the vector stores
+                    detail::copy_workers::instance().copy(dst.data() + 1 + skew / 2, src.data() + skew, n, parts, stream);
+                    CHECK(std::all_of(dst.begin(), dst.begin() + 1 + skew / 2, [](unsigned char c) { return c == 0x42; }));
+                    CHECK(std::all_of(dst.begin() + 1 + skew / 2 + n, dst.end(), [](unsigned char c) { return c == 0x42; }));
+                    CHECK(std::memcmp(dst.data() + 1 + skew / 2, src.data() + skew, n) == 0);
+                }
+            }
         }
     }
 }

@@ -276,7 +276,7 @@ inline cl::Event staged_upload(const cl::CommandQueue& q, MappedPinnedPool& pool
         auto& s = slots[i % k];
         const auto [off, len] = pieces[i];
         if (i >= k) wait(s.last);  // the slot's previous chunk has reached the device
-        copy_workers::instance().copy(s.ptr, src + off, len, threads);
+        copy_workers::instance().copy(s.ptr, src + off, len, threads, /*stream=*/true);  // the DMA reads it next
         cl_event ev = nullptr;
         // On an in-order queue only the first chunk needs the caller's events (the rest follow
         // it); on an out-of-order queue every chunk waits for them.
