@@ -6,7 +6,8 @@
 //   pinned           upload/download from/to a pinned_vector (direct pinned path)
 //   staged           upload/download from/to a std::vector, staging forced on every size
 //   auto             upload/download with default options (small sizes go direct)
-// plus map_unmap: what mapping a pinned staging buffer per use would cost (staging buffers now stay
+// plus small_ab (4-256 KiB, a direct and an auto transfer timed alternately in one loop: the
+// small-size check, immune to drift between runs), map_unmap: what mapping a pinned staging buffer per use would cost (staging buffers now stay
 // mapped in a MappedPinnedPool, so transfers no longer pay it), and host_copy/{to,from}_pinned/T:
 // the staging memcpy alone, 16 MiB split over T copy threads (what bounds the staged paths).
 // CLPOOL_BENCH_COPY_THREADS=N sets TransferOptions::copy_threads for staged and auto (default: the
@@ -20,6 +21,7 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -101,6 +103,42 @@ void transfer(benchmark::State& state) {
     }
 }
 
+// Small transfers, direct vs auto, interleaved: each iteration times one
+// driver write/read and one upload/download of the same bytes back to back,
+// so drift in the driver's latency (tens of percent over a run at these
+// microsecond sizes) hits both alike. Counters: direct_us and auto_us (means),
+// auto_over_direct (their ratio; the target is <= 1, "no slower than direct").
+template <bool H2D>
+void small_ab(benchmark::State& state) {
+    const auto n = static_cast<std::size_t>(state.range(0));
+    auto& q = Device::get().queue;
+    try {
+        auto dev = device_buffer(n);
+        auto host = pageable(n);
+        const clpool::TransferOptions o;
+        using clk = std::chrono::steady_clock;
+        double direct_s = 0, auto_s = 0;
+        for (auto _ : state) {
+            const auto t0 = clk::now();
+            const cl_int err = H2D ? clEnqueueWriteBuffer(q(), dev.buffer()(), CL_TRUE, 0, n, host.data(), 0, nullptr, nullptr)
+                                   : clEnqueueReadBuffer(q(), dev.buffer()(), CL_TRUE, 0, n, host.data(), 0, nullptr, nullptr);
+            const auto t1 = clk::now();
+            if (H2D) clpool::upload(q, dev, 0, host.data(), n, o).wait();
+            else clpool::download(q, host.data(), dev, 0, n, o).wait();
+            const auto t2 = clk::now();
+            if (err != CL_SUCCESS) state.SkipWithError("enqueue failed");
+            direct_s += std::chrono::duration<double>(t1 - t0).count();
+            auto_s += std::chrono::duration<double>(t2 - t1).count();
+        }
+        const double it = static_cast<double>(std::max<benchmark::IterationCount>(state.iterations(), 1));
+        state.counters["direct_us"] = direct_s / it * 1e6;
+        state.counters["auto_us"] = auto_s / it * 1e6;
+        state.counters["auto_over_direct"] = auto_s / direct_s;
+    } catch (const std::exception& e) {
+        state.SkipWithError(e.what());
+    }
+}
+
 // Mapping and unmapping a pinned buffer around each use, on a queue of its own:
 // what each staging buffer cost per transfer before staging buffers stayed
 // mapped in a MappedPinnedPool.
@@ -160,6 +198,8 @@ BENCHMARK(transfer<false, path::driver_pageable>)->Name("d2h/driver_pageable")->
 BENCHMARK(transfer<false, path::pinned>)->Name("d2h/pinned")->Apply(sizes);
 BENCHMARK(transfer<false, path::staged>)->Name("d2h/staged")->Apply(sizes);
 BENCHMARK(transfer<false, path::automatic>)->Name("d2h/auto")->Apply(sizes);
+BENCHMARK(small_ab<true>)->Name("h2d/small_ab")->RangeMultiplier(4)->Range(4 << 10, 256 << 10)->UseRealTime();
+BENCHMARK(small_ab<false>)->Name("d2h/small_ab")->RangeMultiplier(4)->Range(4 << 10, 256 << 10)->UseRealTime();
 BENCHMARK(map_unmap)->Arg(4 << 20)->UseRealTime();
 BENCHMARK(host_copy<true>)->Name("host_copy/to_pinned")->Apply(thread_counts);
 BENCHMARK(host_copy<false>)->Name("host_copy/from_pinned")->Apply(thread_counts);
