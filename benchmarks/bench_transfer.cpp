@@ -104,7 +104,8 @@ void transfer(benchmark::State& state) {
 }
 
 // Small transfers, direct vs auto, interleaved: each iteration times one
-// driver write/read and one upload/download of the same bytes back to back,
+// driver write/read and one upload/download of the same bytes back to back
+// (which goes first alternates),
 // so drift in the driver's latency (tens of percent over a run at these
 // microsecond sizes) hits both alike. Counters: direct_us and auto_us (means),
 // auto_over_direct (their ratio; the target is <= 1, "no slower than direct").
@@ -118,17 +119,25 @@ void small_ab(benchmark::State& state) {
         const clpool::TransferOptions o;
         using clk = std::chrono::steady_clock;
         double direct_s = 0, auto_s = 0;
-        for (auto _ : state) {
-            const auto t0 = clk::now();
+        auto direct = [&] {
             const cl_int err = H2D ? clEnqueueWriteBuffer(q(), dev.buffer()(), CL_TRUE, 0, n, host.data(), 0, nullptr, nullptr)
                                    : clEnqueueReadBuffer(q(), dev.buffer()(), CL_TRUE, 0, n, host.data(), 0, nullptr, nullptr);
-            const auto t1 = clk::now();
+            if (err != CL_SUCCESS) state.SkipWithError("enqueue failed");
+        };
+        auto automatic = [&] {
             if (H2D) clpool::upload(q, dev, 0, host.data(), n, o).wait();
             else clpool::download(q, host.data(), dev, 0, n, o).wait();
+        };
+        bool direct_first = true;  // alternated, so neither side always follows the other
+        for (auto _ : state) {
+            const auto t0 = clk::now();
+            direct_first ? direct() : automatic();
+            const auto t1 = clk::now();
+            direct_first ? automatic() : direct();
             const auto t2 = clk::now();
-            if (err != CL_SUCCESS) state.SkipWithError("enqueue failed");
-            direct_s += std::chrono::duration<double>(t1 - t0).count();
-            auto_s += std::chrono::duration<double>(t2 - t1).count();
+            (direct_first ? direct_s : auto_s) += std::chrono::duration<double>(t1 - t0).count();
+            (direct_first ? auto_s : direct_s) += std::chrono::duration<double>(t2 - t1).count();
+            direct_first = !direct_first;
         }
         const double it = static_cast<double>(std::max<benchmark::IterationCount>(state.iterations(), 1));
         state.counters["direct_us"] = direct_s / it * 1e6;
