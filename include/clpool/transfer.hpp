@@ -331,6 +331,13 @@ inline cl::Event staged_download(const cl::CommandQueue& q, MappedPinnedPool& po
 
 }  // namespace detail
 
+namespace detail {
+inline cl::Event upload_in_range(const cl::CommandQueue&, const cl::Buffer&, std::size_t, const void*, std::size_t,
+                                 const TransferOptions&);
+inline cl::Event download_in_range(const cl::CommandQueue&, void*, const cl::Buffer&, std::size_t, std::size_t,
+                                   const TransferOptions&);
+}  // namespace detail
+
 // Copies n bytes from host memory `src` into `dst` at byte offset dst_offset,
 // enqueued on `queue` after the work already there (and o.wait_for).
 // Returns an event that completes when the whole copy has reached the device.
@@ -366,8 +373,15 @@ inline cl::Event staged_download(const cl::CommandQueue& q, MappedPinnedPool& po
 // Thread-safe as far as the queue is (OpenCL queues are).
 inline cl::Event upload(const cl::CommandQueue& queue, const cl::Buffer& dst, std::size_t dst_offset, const void* src,
                         std::size_t n, const TransferOptions& o = {}) {
-    detail::validate_options(o);
     detail::check_range(dst_offset, n, detail::buffer_size(dst), src);
+    return detail::upload_in_range(queue, dst, dst_offset, src, n, o);
+}
+
+namespace detail {
+// upload() once the range is known to fit (a handle's range needs no driver query).
+inline cl::Event upload_in_range(const cl::CommandQueue& queue, const cl::Buffer& dst, std::size_t dst_offset,
+                                 const void* src, std::size_t n, const TransferOptions& o) {
+    detail::validate_options(o);
     const bool blocking = !o.async.value_or(config::async_h2d());
     if (n == 0) return detail::all_of(queue, o.wait_for);
     cl::Event done;
@@ -380,6 +394,7 @@ inline cl::Event upload(const cl::CommandQueue& queue, const cl::Buffer& dst, st
     }
     return done;
 }
+}  // namespace detail
 
 // Copies n bytes of `src` from byte offset src_offset into host memory `dst`,
 // after the work already on `queue` (and o.wait_for). Returns an event that
@@ -397,8 +412,15 @@ inline cl::Event upload(const cl::CommandQueue& queue, const cl::Buffer& dst, st
 // Throws as upload. Thread-safe as far as the queue is.
 inline cl::Event download(const cl::CommandQueue& queue, void* dst, const cl::Buffer& src, std::size_t src_offset,
                           std::size_t n, const TransferOptions& o = {}) {
-    detail::validate_options(o);
     detail::check_range(src_offset, n, detail::buffer_size(src), dst);
+    return detail::download_in_range(queue, dst, src, src_offset, n, o);
+}
+
+namespace detail {
+// download() once the range is known to fit.
+inline cl::Event download_in_range(const cl::CommandQueue& queue, void* dst, const cl::Buffer& src,
+                                   std::size_t src_offset, std::size_t n, const TransferOptions& o) {
+    detail::validate_options(o);
     if (n == 0) return detail::all_of(queue, o.wait_for);
     if (MappedPinnedPool* pool = detail::staging_pool_for(queue, dst, n, o)) {
         return detail::staged_download(queue, *pool, static_cast<char*>(dst), src, src_offset, n, o);
@@ -406,6 +428,7 @@ inline cl::Event download(const cl::CommandQueue& queue, void* dst, const cl::Bu
     return detail::direct(queue, false, src, src_offset, dst, n, detail::direct_blocks(false, dst, n, o, false),
                           o.wait_for);
 }
+}  // namespace detail
 
 // The same for a pooled handle: the range is checked against h.nbytes() (the
 // caller's part of the buffer), not the larger bucket.
@@ -414,16 +437,16 @@ template <class Pool>
 cl::Event upload(const cl::CommandQueue& queue, const Handle<Pool>& dst, std::size_t dst_offset, const void* src,
                  std::size_t n, const TransferOptions& o = {}) {
     if (!dst) throw std::invalid_argument("clpool: upload into an empty handle");
-    detail::check_range(dst_offset, n, dst.nbytes(), src);
-    return upload(queue, dst.buffer(), dst_offset, src, n, o);
+    detail::check_range(dst_offset, n, dst.nbytes(), src);  // nbytes <= the buffer's size
+    return detail::upload_in_range(queue, dst.buffer(), dst_offset, src, n, o);
 }
 template <class Pool>
     requires std::same_as<typename Pool::memory_type, cl::Buffer>
 cl::Event download(const cl::CommandQueue& queue, void* dst, const Handle<Pool>& src, std::size_t src_offset,
                    std::size_t n, const TransferOptions& o = {}) {
     if (!src) throw std::invalid_argument("clpool: download from an empty handle");
-    detail::check_range(src_offset, n, src.nbytes(), dst);
-    return download(queue, dst, src.buffer(), src_offset, n, o);
+    detail::check_range(src_offset, n, src.nbytes(), dst);  // nbytes <= the buffer's size
+    return detail::download_in_range(queue, dst, src.buffer(), src_offset, n, o);
 }
 
 }  // namespace clpool
