@@ -30,21 +30,7 @@ struct OpenCLEnv {
 
 private:
     static OpenCLEnv make() {
-        cl_uint nplat = 0;
-        if (clGetPlatformIDs(0, nullptr, &nplat) != CL_SUCCESS || nplat == 0)
-            throw std::runtime_error("no OpenCL platform found: install pocl-opencl-icd (CI must have one)");
-        std::vector<cl_platform_id> plats(nplat);
-        clGetPlatformIDs(nplat, plats.data(), nullptr);
-        cl_device_id chosen = nullptr;
-        for (cl_device_type want : {cl_device_type(CL_DEVICE_TYPE_GPU), cl_device_type(CL_DEVICE_TYPE_ALL)}) {
-            for (auto p : plats) {
-                cl_uint n = 0;
-                if (clGetDeviceIDs(p, want, 1, &chosen, &n) == CL_SUCCESS && n > 0) break;
-                chosen = nullptr;
-            }
-            if (chosen) break;
-        }
-        if (!chosen) throw std::runtime_error("OpenCL platforms exist but none has a device");
+        const cl_device_id chosen = opencl::first_gpu_or_any_device();  // throws if there is none
         OpenCLEnv e;
         cl_int err = CL_SUCCESS;
         cl_context ctx = clCreateContext(nullptr, 1, &chosen, nullptr, nullptr, &err);

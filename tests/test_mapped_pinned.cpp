@@ -1,6 +1,7 @@
 // MappedPinnedPool: pinned buffers that stay mapped while pooled, reused only after the copies that use their pointer.
 #include <clpool/clpool.hpp>  // defines CLPOOL_HAS_OPENCL where the OpenCL parts are built
 #ifdef CLPOOL_HAS_OPENCL
+#include "cl_events.hpp"
 #include "opencl_env.hpp"
 
 #include <clpool/opencl.hpp>
@@ -16,27 +17,11 @@
 #include <vector>
 
 using namespace clpool;
+using clpool::test::Gate;
 using clpool::test::OpenCLEnv;
+using clpool::test::status_of;
 
 namespace {
-
-struct Gate {
-    cl::Event event;
-    Gate() {
-        cl_int err = CL_SUCCESS;
-        cl_event e = clCreateUserEvent(OpenCLEnv::get().context(), &err);
-        REQUIRE(err == CL_SUCCESS);
-        event = cl::Event(e, false);
-    }
-    void open() { REQUIRE(clSetUserEventStatus(event(), CL_COMPLETE) == CL_SUCCESS); }
-    ~Gate() { clSetUserEventStatus(event(), CL_COMPLETE); }  // never leave a queue blocked
-};
-
-cl_int status_of(const cl::Event& e) {
-    cl_int s = CL_QUEUED;
-    clGetEventInfo(e(), CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof s, &s, nullptr);
-    return s;
-}
 
 std::vector<unsigned char> pattern(std::size_t n, unsigned seed) {
     std::vector<unsigned char> v(n);

@@ -1,6 +1,7 @@
 // Release with events: a buffer a queued command may still touch is never handed out again before it is done.
 #include <clpool/clpool.hpp>  // defines CLPOOL_HAS_OPENCL where the OpenCL parts are built
 #ifdef CLPOOL_HAS_OPENCL
+#include "cl_events.hpp"
 #include "opencl_env.hpp"
 
 #include <clpool/opencl.hpp>
@@ -14,28 +15,11 @@
 #include <vector>
 
 using namespace clpool;
+using clpool::test::Gate;
 using clpool::test::OpenCLEnv;
+using clpool::test::status_of;
 
 namespace {
-
-// A user event that holds back every command made to wait on it.
-struct Gate {
-    cl::Event event;
-    Gate() {
-        cl_int err = CL_SUCCESS;
-        cl_event e = clCreateUserEvent(OpenCLEnv::get().context(), &err);
-        REQUIRE(err == CL_SUCCESS);
-        event = cl::Event(e, false);
-    }
-    void open() { REQUIRE(clSetUserEventStatus(event(), CL_COMPLETE) == CL_SUCCESS); }
-    ~Gate() { clSetUserEventStatus(event(), CL_COMPLETE); }  // never leave a queue blocked
-};
-
-cl_int status_of(const cl::Event& e) {
-    cl_int s = CL_QUEUED;
-    clGetEventInfo(e(), CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof s, &s, nullptr);
-    return s;
-}
 
 // A write into b that waits for the gate: "a command still using the buffer".
 cl::Event held_write(const cl::CommandQueue& q, const cl::Buffer& b, const std::vector<unsigned char>& src,

@@ -1,6 +1,7 @@
 // upload/download: every path moves exactly the bytes asked for, byte for byte, and refuses bad ranges.
 #include <clpool/clpool.hpp>  // defines CLPOOL_HAS_OPENCL where the OpenCL parts are built
 #ifdef CLPOOL_HAS_OPENCL
+#include "cl_events.hpp"
 #include "opencl_env.hpp"
 
 #include <clpool/pinned_allocator.hpp>
@@ -18,6 +19,7 @@
 
 using namespace clpool;
 using clpool::test::OpenCLEnv;
+using clpool::test::status_of;
 
 namespace {
 
@@ -51,12 +53,6 @@ TransferOptions opts(MappedPinnedPool& staging, bool stage, std::size_t chunk = 
     o.staging_buffers = buffers;
     o.direct_max_bytes = 0;  // let even small sizes take the staged path here
     return o;
-}
-
-cl_int status_of(const cl::Event& e) {
-    cl_int s = CL_QUEUED;
-    clGetEventInfo(e(), CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof s, &s, nullptr);
-    return s;
 }
 
 }  // namespace

@@ -45,16 +45,14 @@ public:
         : MappedPinnedBackend(context, opencl::context_devices(context())[0], access_flags) {}
     // On the queue's device (never on the queue itself). Throws driver_error.
     MappedPinnedBackend(const cl::CommandQueue& queue, cl_mem_flags access_flags = CL_MEM_READ_WRITE)
-        : MappedPinnedBackend(context_of(queue), device_of(queue), access_flags) {}
+        : MappedPinnedBackend(opencl::context_of(queue), opencl::device_of(queue), access_flags) {}
     MappedPinnedBackend(const cl::Context& context, cl_device_id device, cl_mem_flags access_flags)
         : context_(context), device_(device), access_flags_(access_flags) {
         cl_int err = CL_SUCCESS;
         cl_command_queue q = clCreateCommandQueue(context_(), device_, 0, &err);
         opencl::check(err, "clCreateCommandQueue (clpool mapped pinned backend)");
         queue_ = cl::CommandQueue(q, false);
-        max_alloc_ = ~std::size_t{0};
-        for (cl_device_id d : opencl::context_devices(context_()))
-            max_alloc_ = std::min<std::size_t>(max_alloc_, opencl::device_info<cl_ulong>(d, CL_DEVICE_MAX_MEM_ALLOC_SIZE));
+        max_alloc_ = opencl::max_alloc_of(context_());
         unified_ = opencl::device_info<cl_bool>(device_, CL_DEVICE_HOST_UNIFIED_MEMORY) == CL_TRUE;
     }
 
@@ -103,16 +101,6 @@ private:
     static allocation<mapped_buffer> failure(cl_int err) noexcept {
         return {mapped_buffer(), opencl::is_out_of_memory(err) ? alloc_status::out_of_memory : alloc_status::failed,
                 err};
-    }
-    static cl::Context context_of(const cl::CommandQueue& q) {
-        cl_context ctx = nullptr;
-        opencl::check(clGetCommandQueueInfo(q(), CL_QUEUE_CONTEXT, sizeof ctx, &ctx, nullptr), "clGetCommandQueueInfo");
-        return cl::Context(ctx, true);  // retain: the queue keeps its own reference
-    }
-    static cl_device_id device_of(const cl::CommandQueue& q) {
-        cl_device_id d = nullptr;
-        opencl::check(clGetCommandQueueInfo(q(), CL_QUEUE_DEVICE, sizeof d, &d, nullptr), "clGetCommandQueueInfo");
-        return d;
     }
 
     cl::Context context_;

@@ -23,6 +23,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,36 @@ inline std::string device_string(cl_device_id d, cl_device_info what) {
     return s;
 }
 
+// The first GPU of any platform, else the first device of any type (PoCL on
+// a machine without a GPU). Throws std::runtime_error naming what is missing.
+inline cl_device_id first_gpu_or_any_device() {
+    cl_uint nplat = 0;
+    if (clGetPlatformIDs(0, nullptr, &nplat) != CL_SUCCESS || nplat == 0)
+        throw std::runtime_error("no OpenCL platform found: install an ICD, e.g. pocl-opencl-icd");
+    std::vector<cl_platform_id> plats(nplat);
+    clGetPlatformIDs(nplat, plats.data(), nullptr);
+    for (cl_device_type want : {cl_device_type(CL_DEVICE_TYPE_GPU), cl_device_type(CL_DEVICE_TYPE_ALL)}) {
+        for (auto p : plats) {
+            cl_device_id d = nullptr;
+            cl_uint n = 0;
+            if (clGetDeviceIDs(p, want, 1, &d, &n) == CL_SUCCESS && n > 0) return d;
+        }
+    }
+    throw std::runtime_error("OpenCL platforms exist but none has a device");
+}
+
+// A queue's context (retained: the caller gets its own reference) and device.
+inline cl::Context context_of(const cl::CommandQueue& q) {
+    cl_context ctx = nullptr;
+    check(clGetCommandQueueInfo(q(), CL_QUEUE_CONTEXT, sizeof ctx, &ctx, nullptr), "clGetCommandQueueInfo");
+    return cl::Context(ctx, true);
+}
+inline cl_device_id device_of(const cl::CommandQueue& q) {
+    cl_device_id d = nullptr;
+    check(clGetCommandQueueInfo(q(), CL_QUEUE_DEVICE, sizeof d, &d, nullptr), "clGetCommandQueueInfo");
+    return d;
+}
+
 inline std::vector<cl_device_id> context_devices(cl_context ctx) {
     std::size_t n = 0;
     check(clGetContextInfo(ctx, CL_CONTEXT_DEVICES, 0, nullptr, &n), "clGetContextInfo");
@@ -63,6 +94,14 @@ inline std::vector<cl_device_id> context_devices(cl_context ctx) {
     check(clGetContextInfo(ctx, CL_CONTEXT_DEVICES, n, devices.data(), nullptr), "clGetContextInfo");
     if (devices.empty()) throw driver_error("context has no devices: clGetContextInfo", CL_INVALID_CONTEXT);
     return devices;
+}
+
+// The largest single allocation every device of the context allows.
+inline std::size_t max_alloc_of(cl_context ctx) {
+    std::size_t m = ~std::size_t{0};
+    for (cl_device_id d : context_devices(ctx))
+        m = std::min<std::size_t>(m, device_info<cl_ulong>(d, CL_DEVICE_MAX_MEM_ALLOC_SIZE));
+    return m;
 }
 
 }  // namespace opencl
@@ -88,7 +127,7 @@ public:
     // Commits on the queue's device (not on the queue itself: the pool never
     // puts commands into the application's queues).
     OpenCLBackend(const cl::CommandQueue& queue, cl_mem_flags access_flags = CL_MEM_READ_WRITE)
-        : OpenCLBackend(queue_context(queue), queue_device(queue), access_flags) {}
+        : OpenCLBackend(opencl::context_of(queue), opencl::device_of(queue), access_flags) {}
 
     OpenCLBackend(const cl::Context& context, cl_device_id device, cl_mem_flags access_flags)
         : context_(context), device_(device), access_flags_(access_flags) {
@@ -96,9 +135,7 @@ public:
         cl_command_queue q = clCreateCommandQueue(context_(), device_, 0, &err);
         opencl::check(err, "clCreateCommandQueue");
         commit_queue_ = cl::CommandQueue(q, false);  // adopt: no extra retain
-        max_alloc_ = ~std::size_t{0};
-        for (cl_device_id d : opencl::context_devices(context_()))
-            max_alloc_ = std::min<std::size_t>(max_alloc_, opencl::device_info<cl_ulong>(d, CL_DEVICE_MAX_MEM_ALLOC_SIZE));
+        max_alloc_ = opencl::max_alloc_of(context_());
         unified_ = opencl::device_info<cl_bool>(device_, CL_DEVICE_HOST_UNIFIED_MEMORY) == CL_TRUE;
     }
 
@@ -171,17 +208,6 @@ private:
             clReleaseEvent(done);
         }
         return err;
-    }
-
-    static cl::Context queue_context(const cl::CommandQueue& q) {
-        cl_context ctx = nullptr;
-        opencl::check(clGetCommandQueueInfo(q(), CL_QUEUE_CONTEXT, sizeof ctx, &ctx, nullptr), "clGetCommandQueueInfo");
-        return cl::Context(ctx, true);  // retain: the queue keeps its own reference
-    }
-    static cl_device_id queue_device(const cl::CommandQueue& q) {
-        cl_device_id d = nullptr;
-        opencl::check(clGetCommandQueueInfo(q(), CL_QUEUE_DEVICE, sizeof d, &d, nullptr), "clGetCommandQueueInfo");
-        return d;
     }
 
     cl::Context context_;
