@@ -208,6 +208,7 @@ private:
     }
 
     static void heavy_barrier_or_fail(bool& ok) noexcept {
+        static_cast<void>(ok);  // set only on the membarrier path
 #if !CLPOOL_EPOCH_TSAN && defined(__linux__) && defined(__NR_membarrier)
         if (membarrier_flag_.load(std::memory_order_relaxed)) {
             // Cannot fail once registered; if it ever did, advance nothing (leak, never free early).
