@@ -5,6 +5,7 @@
 #include <clpool/detail/pinned_ranges.hpp>
 
 #include <cstddef>
+#include <mutex>
 #include <utility>
 
 namespace clpool {
@@ -63,6 +64,7 @@ public:
         if (host_) {
             detail::pinned_ranges::instance().remove(host_);
             cl_event done = nullptr;
+            std::lock_guard serial(opencl::private_queue_mutex(queue_()));  // see opencl.hpp
             if (clEnqueueUnmapMemObject(queue_(), buffer_(), host_, 0, nullptr, &done) == CL_SUCCESS && done) {
                 clWaitForEvents(1, &done);
                 clReleaseEvent(done);

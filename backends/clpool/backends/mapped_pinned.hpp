@@ -72,8 +72,10 @@ public:
         cl_mem mem = clCreateBuffer(context_(), access_flags_ | CL_MEM_ALLOC_HOST_PTR, bytes, nullptr, &err);
         if (err != CL_SUCCESS) return failure(err);
         cl::Buffer buffer(mem, false);  // adopt the creation reference
+        std::unique_lock serial(opencl::private_queue_mutex(queue_()));
         void* host = clEnqueueMapBuffer(queue_(), mem, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, bytes, 0, nullptr,
                                         nullptr, &err);
+        serial.unlock();
         if (err != CL_SUCCESS) return failure(err);
         try {
             detail::pinned_ranges::instance().add(host, bytes);

@@ -24,6 +24,8 @@
 #include <algorithm>
 #include <cstddef>
 #include <stdexcept>
+#include <cstdint>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -73,6 +75,18 @@ inline cl_device_id first_gpu_or_any_device() {
         }
     }
     throw std::runtime_error("OpenCL platforms exist but none has a device");
+}
+
+// Serialises the enqueue-and-wait that a backend does on its private queue.
+// NVIDIA's OpenCL driver (580.159.04, H200) crashed inside one of its own
+// threads whenever eight threads each enqueued a commit (a migrate) on one
+// shared queue and waited for it: tests/test_stress.cpp with ThreadCached,
+// whose threads miss concurrently, every run; with these commits serialised
+// it passed. A hit never takes it: only a miss (a driver allocation, tens of
+// microseconds) and the free of a mapped buffer do.
+inline std::mutex& private_queue_mutex(cl_command_queue q) noexcept {
+    static auto* locks = new std::mutex[64];  // never destroyed: usable from any destructor
+    return locks[(reinterpret_cast<std::uintptr_t>(q) >> 6) % 64];
 }
 
 // A queue's context (retained: the caller gets its own reference) and device.
@@ -188,6 +202,7 @@ private:
     }
 
     cl_int commit(cl_mem mem, std::size_t n, memory_kind kind) noexcept {
+        std::lock_guard serial(opencl::private_queue_mutex(commit_queue_()));
         cl_event done = nullptr;
         cl_int err = CL_SUCCESS;
         if (kind == memory_kind::device_local) {
