@@ -55,6 +55,30 @@ TransferOptions opts(MappedPinnedPool& staging, bool stage, std::size_t chunk = 
     return o;
 }
 
+// Uploads a pattern into [off, off+n) of a fresh device buffer with guard
+// bytes around it, checks it landed there and nowhere else, downloads it into
+// a host buffer with a guard byte each side and checks it came back intact.
+void check_round_trip(BufferPool& device, std::size_t off, std::size_t n, const TransferOptions& o, unsigned seed) {
+    auto& env = OpenCLEnv::get();
+    const std::size_t total = off + n + 4096;  // room before and after the range
+    auto dev = device.allocate(total);
+    fill(dev.buffer(), total, 0xEE);
+    const auto src = pattern(n, seed);
+    upload(env.queue, dev, off, src.data(), n, o).wait();
+
+    const auto all = read_all(dev.buffer(), total);
+    CHECK(std::memcmp(all.data() + off, src.data(), n) == 0);
+    // Nothing outside [off, off+n) was touched.
+    CHECK(std::all_of(all.begin(), all.begin() + off, [](unsigned char c) { return c == 0xEE; }));
+    CHECK(std::all_of(all.begin() + off + n, all.end(), [](unsigned char c) { return c == 0xEE; }));
+
+    std::vector<unsigned char> back(n + 2, 0x77);  // a guard byte each side
+    download(env.queue, back.data() + 1, dev, off, n, o).wait();
+    CHECK(back.front() == 0x77);
+    CHECK(back.back() == 0x77);
+    CHECK(std::memcmp(back.data() + 1, src.data(), n) == 0);
+}
+
 }  // namespace
 
 TEST_CASE("upload then download round-trips exactly, at offsets, for odd and non-chunk-multiple sizes") {
@@ -73,25 +97,10 @@ TEST_CASE("upload then download round-trips exactly, at offsets, for odd and non
                     CAPTURE(buffers);
                     CAPTURE(n);
                     CAPTURE(off);
-                    const std::size_t total = off + n + 4096;  // room before and after the range
-                    auto dev = device.allocate(total);
-                    fill(dev.buffer(), total, 0xEE);
-                    const auto src = pattern(n, ++seed);
                     auto o = opts(staging, stage, chunk, buffers);
+                    ++seed;
                     o.copy_threads = (seed % 3) + 1;  // 1..3 host threads
-                    upload(env.queue, dev, off, src.data(), n, o).wait();
-
-                    const auto all = read_all(dev.buffer(), total);
-                    CHECK(std::memcmp(all.data() + off, src.data(), n) == 0);
-                    // Nothing outside [off, off+n) was touched.
-                    CHECK(std::all_of(all.begin(), all.begin() + off, [](unsigned char c) { return c == 0xEE; }));
-                    CHECK(std::all_of(all.begin() + off + n, all.end(), [](unsigned char c) { return c == 0xEE; }));
-
-                    std::vector<unsigned char> back(n + 2, 0x77);  // a guard byte each side
-                    download(env.queue, back.data() + 1, dev, off, n, o).wait();
-                    CHECK(back.front() == 0x77);
-                    CHECK(back.back() == 0x77);
-                    CHECK(std::memcmp(back.data() + 1, src.data(), n) == 0);
+                    check_round_trip(device, off, n, o, seed);
                 }
             }
         }
@@ -141,22 +150,9 @@ TEST_CASE("tapered staged transfers (1 MiB chunks, quarter pieces at the ends) r
         for (std::size_t off : {std::size_t{0}, std::size_t{4096 + 5}}) {
             CAPTURE(n);
             CAPTURE(off);
-            const std::size_t total = off + n + 4096;
-            auto dev = device.allocate(total);
-            fill(dev.buffer(), total, 0xEE);
-            const auto src = pattern(n, static_cast<unsigned>(n + off));
             auto o = opts(staging, true, mib, 3);
             o.copy_threads = 3;
-            upload(env.queue, dev, off, src.data(), n, o).wait();
-            const auto all = read_all(dev.buffer(), total);
-            CHECK(std::memcmp(all.data() + off, src.data(), n) == 0);
-            CHECK(std::all_of(all.begin(), all.begin() + off, [](unsigned char c) { return c == 0xEE; }));
-            CHECK(std::all_of(all.begin() + off + n, all.end(), [](unsigned char c) { return c == 0xEE; }));
-            std::vector<unsigned char> back(n + 2, 0x77);
-            download(env.queue, back.data() + 1, dev, off, n, o).wait();
-            CHECK(back.front() == 0x77);
-            CHECK(back.back() == 0x77);
-            CHECK(std::memcmp(back.data() + 1, src.data(), n) == 0);
+            check_round_trip(device, off, n, o, static_cast<unsigned>(n + off));
         }
     }
     CHECK(staging.stats().bytes_in_use == 0);
