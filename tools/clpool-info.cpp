@@ -44,11 +44,12 @@ Advice advise(bool host, bool unified, const Measurements& m) {
         return {"PersistentBufferPool",
                 "the device shares host memory (unified), so its IntegratedAware flags allocate host-pinned "
                 "buffers the device uses in place: map them instead of copying; pinned staging bought " +
-                    fixed(pin_gain, 2) + "x over pageable here, so BufferPool + PinnedBufferPool staging adds little"};
+                    fixed(pin_gain, 2) + "x over pageable here, so staged copies (clpool::upload through MappedPinnedPool) add little"};
     if (pin_gain >= 1.2)
-        return {"BufferPool + PinnedBufferPool (staging)",
-                "a discrete device: keep buffers device-local in BufferPool and copy through pinned buffers from "
-                "PinnedBufferPool, which ran " + fixed(pin_gain, 2) + "x pageable copies here"};
+        return {"BufferPool + MappedPinnedPool (staging)",
+                "a discrete device: keep buffers device-local in BufferPool and copy with clpool::upload/download, "
+                "which stage through pinned buffers from a MappedPinnedPool (pinned copies ran " +
+                    fixed(pin_gain, 2) + "x pageable ones here)"};
     return {"BufferPool",
             "a discrete device where pinned copies ran only " + fixed(pin_gain, 2) +
                 "x pageable ones: pooling device buffers pays, pinned staging does not on this machine"};

@@ -4,7 +4,7 @@
 # JSON and SVG), and clpool-replay of every shipped trace on the device. About 2 minutes.
 # Expect on a discrete NVIDIA GPU: pinned-write/read near the transfers benchmark's pinned figures
 # (about 55 GB/s on the H200), pageable far below, staged above pageable from 16 MiB, and
-# clpool-info recommending BufferPool + PinnedBufferPool.
+# clpool-info recommending BufferPool + MappedPinnedPool (staging).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/out}/tools
