@@ -284,11 +284,22 @@ void end_fork_child_now() { _exit(clpool::detail::thread_magazines_gone ? fork_c
 
 TEST_CASE("thread-cached pools: a fork child exits cleanly with the parent's magazines") {
     auto pool = make_pool<TCPool>();
-    pool->allocate(5000).release();  // this thread's magazine holds a buffer
-    std::atomic<bool> stop{false};
-    std::thread snooper([&] {  // locks every magazine over and over, so one may be held at the fork
-        while (!stop) (void)pool->stats();
+    pool->allocate(5000).release();  // this thread's magazine exists
+    pool->trim();                    // and is empty, so the snooper's trims below free nothing
+    auto kept = pool->allocate(5000);
+    // The snooper locks the registry and every magazine over and over (trim
+    // flushes each magazine under its lock), so one may be held at the fork.
+    // It must not call malloc: clang 14's ASan and TSan allocators take no
+    // locks around fork (LLVM added that in 18), so a child that allocates
+    // while a parent thread was inside malloc deadlocks in the sanitizer.
+    std::atomic<bool> stop{false}, snooping{false};
+    std::thread snooper([&] {
+        while (!stop) {
+            (void)pool->trim();
+            snooping.store(true, std::memory_order_release);
+        }
     });
+    while (!snooping.load(std::memory_order_acquire)) std::this_thread::yield();
     const pid_t pid = fork();
     REQUIRE(pid >= 0);
     if (pid == 0) {
@@ -308,6 +319,7 @@ TEST_CASE("thread-cached pools: a fork child exits cleanly with the parent's mag
     INFO("child killed by signal ", (WIFSIGNALED(status) ? WTERMSIG(status) : 0), " (14 = SIGALRM: a hang)");
     CHECK(WIFEXITED(status));
     CHECK(WEXITSTATUS(status) == 0);  // 3: the child's pool failed; 4: its thread_local destructor did not run
-    CHECK(pool->stats().bytes_cached == pool->bucket_size_for(5000));  // the parent keeps working
+    kept.release();  // the parent keeps working
+    CHECK(pool->stats().bytes_cached == pool->bucket_size_for(5000));
 }
 #endif
