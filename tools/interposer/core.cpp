@@ -88,6 +88,15 @@ struct ContextState {
     std::map<cl_mem_flags, std::shared_ptr<PoolT>> pools;  // shared: an allocation in flight keeps its pool
     std::vector<cl_command_queue> queues;  // the application's live queues
     std::vector<cl_event> retired;         // markers on queues the application released
+    // Buffers that went back to the pool with no fence (their lone in-order
+    // queue orders the reuse; see lone_queue) are numbered 1, 2, ... in
+    // `released`; those numbered up to `covered` need nothing more (a clFinish
+    // on that queue returned after their release, or end_unfenced fenced them).
+    std::uint64_t released = 0, covered = 0;
+    // Fences every queue created from now on starts behind (a barrier), while
+    // they run: live buffers reissued with no fence may go to the new queue
+    // while their old owner's commands still wait on the old one.
+    std::vector<cl_event> handovers;
     cl_command_queue writer = nullptr;     // the core's queue for CL_MEM_COPY_HOST_PTR data
 };
 
@@ -104,11 +113,19 @@ struct MemRec {
     PoolT::handle block;     // pooled buffers: the bucket, until recycled
     PoolT* pool = nullptr;   // pooled buffers: where the bucket goes back
     std::uint64_t trace_id = 0;
+    // Pooled buffers: the bucket went back to the pool with no fence, behind its
+    // context's lone in-order queue, as its number `unfenced` (0: with a fence;
+    // kept while reissued: its old owner's commands may still be queued) ...
+    std::uint64_t unfenced = 0;
+    // ... or, once that queue stopped being alone, the fence it waits for
+    // before it is handed out again (a tombstone; checked in create_pooled).
+    cl::Event fence;
 };
 
 struct QueueRec {
     std::shared_ptr<ContextState> ctx;
     cl_uint refs = 1;
+    bool in_order = false;  // false when out-of-order, or possibly so (unknown, clSetCommandQueueProperty)
 };
 
 struct Totals {  // stats of pools already destroyed
@@ -164,6 +181,7 @@ struct State {
     std::unordered_map<cl_mem, std::unique_ptr<MemRec>> mems;
     Totals closed;
     unsigned next_token = 0;
+    std::uint64_t rewaits = 0;  // buckets a pool handed out that went back to wait for a fence (counted as hits)
     std::atomic<std::uint64_t> passthrough{0}, fallbacks{0}, sub_buffers{0}, oom_retries{0};
     std::atomic<bool> saw_context{false};
     bool report = false;
@@ -258,15 +276,20 @@ void fold_stats(State& st, const PoolT& pool) {
     st.closed.peak_held = std::max(st.closed.peak_held, s.peak_bytes_allocated);
 }
 
-// The events a released buffer waits for: a marker on each of the context's
-// queues (every command enqueued so far) and the markers of queues already released.
-std::vector<cl::Event> fences(ContextState& cs) {
-    std::vector<cl::Event> out;
-    std::erase_if(cs.retired, [](cl_event e) {
+// Releases and drops the events that have completed.
+void drop_completed(std::vector<cl_event>& events) {
+    std::erase_if(events, [](cl_event e) {
         if (!OpenCLBackend::event_complete(cl::Event(e, true))) return false;
         clReleaseEvent(e);
         return true;
     });
+}
+
+// The events a released buffer waits for: a marker on each of the context's
+// queues (every command enqueued so far) and the markers of queues already released.
+std::vector<cl::Event> fences(ContextState& cs) {
+    std::vector<cl::Event> out;
+    drop_completed(cs.retired);
     for (cl_event e : cs.retired) out.emplace_back(e, true);
     for (cl_command_queue q : cs.queues) {
         cl_event marker = nullptr;
@@ -280,6 +303,30 @@ std::vector<cl::Event> fences(ContextState& cs) {
     return out;
 }
 
+// The context's only queue, when no marker is needed to reuse its buffers:
+// the application has exactly one live queue there, in order, and no
+// released queue's marker is still pending. A command on a reissued buffer
+// must then go through that queue, so it runs after every command the old
+// owner enqueued (issue 7: "reuse on the same in-order queue needs no wait").
+// nullptr otherwise (several queues, out of order, or in doubt).
+cl_command_queue lone_queue(State& st, ContextState& cs) {
+    if (cs.queues.size() != 1) return nullptr;
+    auto it = st.queues.find(cs.queues[0]);
+    if (it == st.queues.end() || !it->second.in_order) return nullptr;
+    drop_completed(cs.retired);
+    return cs.retired.empty() ? cs.queues[0] : nullptr;
+}
+
+// Hands the bucket in h (rec's, or about to be) back to its pool behind
+// `events`; a bucket the cap sends to the driver takes rec's tombstone with it.
+void put_back(State& st, MemRec* rec, PoolT::handle& h, const cl::Event* events, std::size_t n) {
+    tl_admitted = false;
+    h.release_after(events, n);
+    if (!tl_admitted) destroy_tombstone(st, rec);
+}
+
+void give_back(State& st, ContextState& cs);
+
 // Hands a pooled buffer's bucket back (its count and its sub-buffers' are zero).
 void recycle(State& st, MemRec* rec) {
     ContextState& cs = *rec->ctx;
@@ -287,6 +334,15 @@ void recycle(State& st, MemRec* rec) {
         destroy_tombstone(st, rec);
         return;
     }
+    rec->fence = cl::Event();
+    if (lone_queue(st, cs)) {
+        // No marker: the lone queue orders the reuse. end_unfenced fences the
+        // bucket if that stops holding before it is reused.
+        rec->unfenced = ++cs.released;
+        put_back(st, rec, rec->block, nullptr, 0);
+        return;
+    }
+    rec->unfenced = 0;  // the markers cover what its earlier owners enqueued too
     std::vector<cl::Event> events;
     try {
         events = fences(cs);
@@ -294,9 +350,79 @@ void recycle(State& st, MemRec* rec) {
         for (cl_command_queue q : cs.queues) clFinish(q);
         events.clear();
     }
-    tl_admitted = false;
-    rec->block.release_after(events.data(), events.size());
-    if (!tl_admitted) destroy_tombstone(st, rec);  // evicted: the bucket went back to the driver
+    put_back(st, rec, rec->block, events.data(), events.size());
+}
+
+// The lone queue is about to stop being the only way to the context's
+// buffers (a second queue, its own release, out-of-order mode). Every buffer
+// that went back with no fence since the last call gets `fence`, an event
+// that completes after everything the lone queue had enqueued: a cached one
+// waits for it when next handed out (create_pooled); a live one (reissued
+// with no fence) may be used on the new queue, so queues created while the
+// fence runs start behind it (hold_back). fence == nullptr: no fence could be
+// enqueued; the context's cache goes back to the driver, which waits for the
+// commands (a live buffer stays unordered then; a clFinish here could hang on
+// a user event the application sets later).
+void end_unfenced(State& st, ContextState& cs, cl_event fence) {
+    if (cs.released == cs.covered) return;
+    if (!fence) give_back(st, cs);
+    bool live = false;
+    for (auto& [m, rec] : st.mems) {
+        if (rec->ctx.get() != &cs || rec->parent || rec->unfenced <= cs.covered) continue;
+        rec->unfenced = 0;
+        if (!fence) continue;
+        if (rec->refs == 0 && rec->live_subs == 0)
+            rec->fence = cl::Event(fence, true);  // cached
+        else
+            live = true;
+    }
+    cs.covered = cs.released;
+    if (live && clRetainEvent(fence) == CL_SUCCESS) cs.handovers.push_back(fence);
+}
+
+// A marker on q (flushed: an unflushed marker might never complete), or nullptr.
+cl_event marker_on(cl_command_queue q) {
+    cl_event marker = nullptr;
+    if (clEnqueueMarkerWithWaitList(q, 0, nullptr, &marker) != CL_SUCCESS) return nullptr;
+    clFlush(q);
+    return marker;
+}
+
+// Makes a new queue start behind the context's pending handover fences.
+void hold_back(ContextState& cs, cl_command_queue q) {
+    drop_completed(cs.handovers);
+    if (cs.handovers.empty()) return;
+    // A barrier: later commands wait for it in out-of-order queues too. If it
+    // cannot be enqueued, nothing safe is left (waiting could hang).
+    clEnqueueBarrierWithWaitList(q, static_cast<cl_uint>(cs.handovers.size()), cs.handovers.data(), nullptr);
+}
+
+enum class reissue { ok, wait, fail };
+
+// Whether the bucket in h, just taken from its pool, may be handed out. `wait`:
+// it went back behind a fence (it was cached with a fence still running, or
+// with no fence and the reuse is not on the lone queue: the core's own
+// COPY_HOST_PTR write runs on another queue); the caller asks the pool again.
+reissue check_reissue(State& st, ContextState& cs, PoolT::handle& h, bool core_writes) noexcept {
+    auto t = st.mems.find(h.buffer()());
+    if (t == st.mems.end()) return reissue::ok;  // a new bucket
+    MemRec* rec = t->second.get();
+    try {
+        std::vector<cl::Event> events;
+        if (rec->unfenced > cs.covered && (core_writes || !lone_queue(st, cs))) {
+            events = fences(cs);
+            rec->unfenced = 0;
+        } else if (rec->fence() && !OpenCLBackend::event_complete(rec->fence)) {
+            events.push_back(rec->fence);
+        } else {
+            return reissue::ok;
+        }
+        ++st.rewaits;
+        put_back(st, rec, h, events.data(), events.size());
+        return reissue::wait;
+    } catch (...) {
+        return reissue::fail;  // the caller gives up; h goes back as it came (the tombstone keeps its mark)
+    }
 }
 
 // Gives back everything the context's pools hold but do not lend (the
@@ -329,6 +455,8 @@ void close_context(State& st, const std::shared_ptr<ContextState>& cs) {
     cs->pools.clear();  // buffers still lent become orphans, freed on release
     for (cl_event e : cs->retired) clReleaseEvent(e);
     cs->retired.clear();
+    for (cl_event e : cs->handovers) clReleaseEvent(e);
+    cs->handovers.clear();
     if (cs->writer) next().clReleaseCommandQueue(cs->writer);
     cs->writer = nullptr;
     for (cl_command_queue q : cs->queues) st.queues.erase(q);
@@ -377,6 +505,7 @@ void report(State& st) {
             peak = std::max(peak, s.peak_bytes_allocated);
         }
     }
+    hits -= st.rewaits;  // a bucket sent back to wait for its fence was not a reuse
     const double rate = hits + misses ? 100.0 * static_cast<double>(hits) / static_cast<double>(hits + misses) : 0.0;
     std::fprintf(stderr,
                  "clpool: interposer (%s) total: hits %" PRIu64 " misses %" PRIu64 " hit_rate %.1f%% evictions %" PRIu64
@@ -468,10 +597,20 @@ cl_int get_context_info(cl_context c, cl_context_info param, size_t size, void* 
 static cl_command_queue track_queue(cl_context c, cl_command_queue q) {
     if (!q) return q;
     State& st = state();
+    cl_command_queue_properties props = CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE;  // if the driver cannot say
+    next().clGetCommandQueueInfo(q, CL_QUEUE_PROPERTIES, sizeof props, &props, nullptr);
     std::lock_guard lock(st.mu);
     if (auto cs = open_context(st, c)) {
+        if (cs->released != cs->covered && !cs->queues.empty()) {
+            // The lone queue gets company: one marker on it fences what went
+            // back with no fence (never clFinish: a user event may hold it).
+            cl_event marker = marker_on(cs->queues[0]);
+            end_unfenced(st, *cs, marker);
+            if (marker) clReleaseEvent(marker);
+        }
+        hold_back(*cs, q);
         cs->queues.push_back(q);
-        st.queues[q] = QueueRec{cs, 1};
+        st.queues[q] = QueueRec{cs, 1, (props & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE) == 0};
     }
     return q;
 }
@@ -511,14 +650,60 @@ cl_int release_queue(cl_command_queue q) {
             if (clEnqueueMarkerWithWaitList(q, 0, nullptr, &marker) == CL_SUCCESS) {
                 cs.retired.push_back(marker);
                 clFlush(q);
+                end_unfenced(st, cs, marker);  // this was the lone queue: its marker fences them
             } else {
                 clFinish(q);
+                cs.covered = cs.released;  // everything it ran has completed
             }
             std::erase(cs.queues, q);
             st.queues.erase(it);
         }
     }
     return next().clReleaseCommandQueue(q);
+}
+
+cl_int set_queue_property(cl_command_queue q, cl_command_queue_properties props, cl_bool enable,
+                          cl_command_queue_properties* old) {
+    core_scope guard;
+    if (!next().clSetCommandQueueProperty) return CL_INVALID_OPERATION;
+    State& st = state();
+    if (enable && (props & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE)) {
+        std::lock_guard lock(st.mu);
+        if (auto it = st.queues.find(q); it != st.queues.end() && it->second.in_order) {
+            it->second.in_order = false;  // for good, even if the driver refuses: in doubt, markers
+            ContextState& cs = *it->second.ctx;
+            if (cs.released != cs.covered) {
+                // Enqueued while still in order: every later command runs after it.
+                cl_event barrier = nullptr;
+                if (clEnqueueBarrierWithWaitList(q, 0, nullptr, &barrier) == CL_SUCCESS) clFlush(q);
+                end_unfenced(st, cs, barrier);
+                if (barrier) clReleaseEvent(barrier);
+            }
+        }
+    }
+    return next().clSetCommandQueueProperty(q, props, enable, old);
+}
+
+cl_int finish(cl_command_queue q) {
+    core_scope guard;
+    State& st = state();
+    std::shared_ptr<ContextState> cs;
+    std::uint64_t mark = 0;
+    {
+        std::lock_guard lock(st.mu);
+        if (auto it = st.queues.find(q); it != st.queues.end() && lone_queue(st, *it->second.ctx) == q) {
+            cs = it->second.ctx;
+            mark = cs->released;
+        }
+    }
+    const cl_int rc = next().clFinish(q);
+    if (rc == CL_SUCCESS && cs) {
+        // Everything the lone queue had when clFinish began has completed:
+        // buffers released before need no fence any more.
+        std::lock_guard lock(st.mu);
+        cs->covered = std::max(cs->covered, mark);
+    }
+    return rc;
 }
 
 cl_int get_queue_info(cl_command_queue q, cl_command_queue_info param, size_t size, void* value, size_t* size_ret) {
@@ -614,37 +799,70 @@ static cl_mem create_pooled(State& st, cl_context c, cl_mem_flags flags, std::si
             writer = cs->writer;  // retained: a context closing meanwhile cannot free it under us
         }
     }
-    PoolT::handle h;
-    bool driver_oom = false;
-    try {
-        tl_driver_oom = false;
-        try {
-            h = pool->allocate(size);
-        } catch (const out_of_memory&) {
-            {
-                std::lock_guard lock(st.mu);
-                ++st.oom_retries;
-                if (cs->open) give_back(st, *cs);
-            }
-            h = pool->try_allocate(size);
+    struct writer_ref {  // released on every way out
+        cl_command_queue q;
+        ~writer_ref() {
+            if (q) next().clReleaseCommandQueue(q);
         }
-    } catch (...) {
-        // size above the device limit, other driver errors: the driver answers.
-    }
-    driver_oom = tl_driver_oom;
-    cl_int write_err = CL_SUCCESS;
-    if (h && writer)
-        write_err = clEnqueueWriteBuffer(writer, h.buffer()(), CL_TRUE, 0, size, host_ptr, 0, nullptr, nullptr);
-    if (writer) next().clReleaseCommandQueue(writer);
+    } writer_hold{writer};
+    PoolT::handle h;
+    std::unique_lock lock(st.mu, std::defer_lock);
+    // A bucket that must first wait for a fence goes back to its pool, and the
+    // pool is asked again (a few times at most, then the driver answers).
+    for (int attempt = 0;; ++attempt) {
+        if (attempt == 8) {
+            ++st.fallbacks;
+            return nullptr;
+        }
+        bool driver_oom = false;
+        try {
+            tl_driver_oom = false;
+            try {
+                h = pool->allocate(size);
+            } catch (const out_of_memory&) {
+                {
+                    std::lock_guard oom_lock(st.mu);
+                    ++st.oom_retries;
+                    if (cs->open) give_back(st, *cs);
+                }
+                h = pool->try_allocate(size);
+            }
+        } catch (...) {
+            // size above the device limit, other driver errors: the driver answers.
+        }
+        driver_oom = tl_driver_oom;
+        if (h && writer) {
+            // The core's write runs on its own queue: it must not overtake the
+            // old owner's commands, so check the bucket before writing.
+            std::lock_guard check(st.mu);
+            const reissue r = check_reissue(st, *cs, h, true);
+            if (r == reissue::wait) continue;
+            if (r == reissue::fail) {
+                ++st.fallbacks;
+                return nullptr;
+            }
+        }
+        cl_int write_err = CL_SUCCESS;
+        if (h && writer)
+            write_err = clEnqueueWriteBuffer(writer, h.buffer()(), CL_TRUE, 0, size, host_ptr, 0, nullptr, nullptr);
 
-    std::lock_guard lock(st.mu);
-    if (driver_oom) {
-        // The pool trimmed itself: its tombstones name buckets that are gone.
-        drop_tombstones(st, [&](const MemRec* r) { return r->pool == pool.get(); });
-    }
-    if (!h || write_err != CL_SUCCESS || !cs->open) {
-        ++st.fallbacks;
-        return nullptr;  // h goes back to its pool (or to the driver, if the context closed meanwhile)
+        lock.lock();
+        if (driver_oom) {
+            // The pool trimmed itself: its tombstones name buckets that are gone.
+            drop_tombstones(st, [&](const MemRec* r) { return r->pool == pool.get(); });
+        }
+        if (!h || write_err != CL_SUCCESS || !cs->open) {
+            ++st.fallbacks;
+            return nullptr;  // h goes back to its pool (or to the driver, if the context closed meanwhile)
+        }
+        // Again under this lock: a queue created since may have fenced the bucket.
+        const reissue r = check_reissue(st, *cs, h, writer != nullptr);
+        if (r == reissue::ok) break;
+        if (r == reissue::fail) {
+            ++st.fallbacks;
+            return nullptr;
+        }
+        lock.unlock();
     }
     const cl_mem bucket = h.buffer()();
     MemRec* rec = nullptr;
@@ -665,6 +883,7 @@ static cl_mem create_pooled(State& st, cl_context c, cl_mem_flags flags, std::si
     rec->live_subs = 0;
     rec->callbacks.clear();
     rec->pool = pool.get();
+    rec->fence = cl::Event();  // completed, if it had one; `unfenced` stays (see MemRec)
     rec->block = std::move(h);
     if (st.trace) rec->trace_id = st.trace->alloc(cs->token, flags, size);
     if (err) *err = CL_SUCCESS;
@@ -897,6 +1116,7 @@ extern "C" __attribute__((visibility("default"))) int clpool_interpose_get_count
         }
     }
     for (auto& [m, rec] : st.mems) c.live_buffers += (rec->refs > 0 && !rec->parent);
+    c.hits -= st.rewaits;  // a bucket sent back to wait for its fence was not a reuse
     c.passthrough = st.passthrough;
     c.fallbacks = st.fallbacks;
     c.sub_buffers = st.sub_buffers;

@@ -24,6 +24,11 @@ cl_command_queue create_queue_with_properties(cl_context c, cl_device_id d, cons
                                               cl_int* err);
 cl_int retain_queue(cl_command_queue q);
 cl_int release_queue(cl_command_queue q);
+// clFinish: on a context's lone in-order queue it also tells the core that released buffers need no fence.
+cl_int finish(cl_command_queue q);
+// The deprecated OpenCL 1.0 call: a queue switched to out-of-order mode no longer orders reuse.
+cl_int set_queue_property(cl_command_queue q, cl_command_queue_properties props, cl_bool enable,
+                          cl_command_queue_properties* old);
 cl_int get_queue_info(cl_command_queue q, cl_command_queue_info param, size_t size, void* value, size_t* size_ret);
 
 cl_mem create_buffer(cl_context c, cl_mem_flags flags, size_t size, void* host_ptr, cl_int* err);

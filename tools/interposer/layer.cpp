@@ -48,6 +48,11 @@ cl_int CL_API_CALL l_retain_queue(cl_command_queue q) {
 cl_int CL_API_CALL l_release_queue(cl_command_queue q) {
     return in_core() ? below().clReleaseCommandQueue(q) : core::release_queue(q);
 }
+cl_int CL_API_CALL l_finish(cl_command_queue q) { return in_core() ? below().clFinish(q) : core::finish(q); }
+cl_int CL_API_CALL l_set_queue_property(cl_command_queue q, cl_command_queue_properties p, cl_bool en,
+                                        cl_command_queue_properties* old) {
+    return in_core() ? below().clSetCommandQueueProperty(q, p, en, old) : core::set_queue_property(q, p, en, old);
+}
 cl_int CL_API_CALL l_get_queue_info(cl_command_queue q, cl_command_queue_info i, size_t n, void* v, size_t* r) {
     return in_core() ? below().clGetCommandQueueInfo(q, i, n, v, r) : core::get_queue_info(q, i, n, v, r);
 }
@@ -170,6 +175,8 @@ CLPOOL_EXPORT cl_int CL_API_CALL clInitLayer(cl_uint num_entries, const cl_icd_d
     layer_table.clRetainCommandQueue = l_retain_queue;
     layer_table.clReleaseCommandQueue = l_release_queue;
     layer_table.clGetCommandQueueInfo = l_get_queue_info;
+    layer_table.clSetCommandQueueProperty = l_set_queue_property;
+    layer_table.clFinish = l_finish;
     layer_table.clCreateBuffer = l_create_buffer;
     layer_table.clCreateSubBuffer = l_create_sub_buffer;
     layer_table.clRetainMemObject = l_retain_mem;

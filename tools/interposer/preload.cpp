@@ -33,6 +33,8 @@ const cl_icd_dispatch& down() noexcept {
         find(preload_next.clRetainCommandQueue, "clRetainCommandQueue");
         find(preload_next.clReleaseCommandQueue, "clReleaseCommandQueue");
         find(preload_next.clGetCommandQueueInfo, "clGetCommandQueueInfo");
+        find(preload_next.clSetCommandQueueProperty, "clSetCommandQueueProperty");
+        find(preload_next.clFinish, "clFinish");
         find(preload_next.clCreateBuffer, "clCreateBuffer");
         find(preload_next.clCreateBufferWithProperties, "clCreateBufferWithProperties");
         find(preload_next.clCreateSubBuffer, "clCreateSubBuffer");
@@ -117,6 +119,15 @@ CLPOOL_EXPORT cl_int CL_API_CALL clRetainCommandQueue(cl_command_queue q) {
 CLPOOL_EXPORT cl_int CL_API_CALL clReleaseCommandQueue(cl_command_queue q) {
     CLPOOL_FORWARD(clReleaseCommandQueue, q);
     return core::release_queue(q);
+}
+CLPOOL_EXPORT cl_int CL_API_CALL clFinish(cl_command_queue q) {
+    CLPOOL_FORWARD(clFinish, q);
+    return core::finish(q);
+}
+CLPOOL_EXPORT cl_int CL_API_CALL clSetCommandQueueProperty(cl_command_queue q, cl_command_queue_properties p,
+                                                           cl_bool en, cl_command_queue_properties* old) {
+    CLPOOL_FORWARD(clSetCommandQueueProperty, q, p, en, old);
+    return core::set_queue_property(q, p, en, old);
 }
 CLPOOL_EXPORT cl_int CL_API_CALL clGetCommandQueueInfo(cl_command_queue q, cl_command_queue_info i, size_t n, void* v,
                                                        size_t* r) {
