@@ -806,6 +806,7 @@ static cl_mem create_pooled(State& st, cl_context c, cl_mem_flags flags, std::si
         }
     } writer_hold{writer};
     PoolT::handle h;
+    bool driver_oom = false;  // over every attempt: the tombstones' drop must not be skipped
     std::unique_lock lock(st.mu, std::defer_lock);
     // A bucket that must first wait for a fence goes back to its pool, and the
     // pool is asked again (a few times at most, then the driver answers).
@@ -814,7 +815,6 @@ static cl_mem create_pooled(State& st, cl_context c, cl_mem_flags flags, std::si
             ++st.fallbacks;
             return nullptr;
         }
-        bool driver_oom = false;
         try {
             tl_driver_oom = false;
             try {
@@ -830,7 +830,7 @@ static cl_mem create_pooled(State& st, cl_context c, cl_mem_flags flags, std::si
         } catch (...) {
             // size above the device limit, other driver errors: the driver answers.
         }
-        driver_oom = tl_driver_oom;
+        driver_oom = driver_oom || tl_driver_oom;
         if (h && writer) {
             // The core's write runs on its own queue: it must not overtake the
             // old owner's commands, so check the bucket before writing.
