@@ -11,7 +11,8 @@
 // application's reference count itself; when it reaches zero the
 // application's destructor callbacks fire, and once the buffer's own
 // sub-buffers are gone the bucket goes back to the pool behind a marker on
-// every queue of the context. The record stays as a tombstone while the
+// every queue of the context (none while the context's only queue is in
+// order: see lone_queue and end_unfenced). The record stays as a tombstone while the
 // bucket sits in the cache (the driver object is alive: the pool holds it),
 // so a second release is answered CL_INVALID_MEM_OBJECT; it is dropped the
 // moment the bucket goes back to the driver.
