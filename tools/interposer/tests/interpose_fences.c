@@ -8,31 +8,9 @@
 #define CL_USE_DEPRECATED_OPENCL_1_2_APIS
 #include <CL/cl.h>
 
-#include <dlfcn.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <time.h>
 
-#include "../clpool_interpose.h"
-
-static int failures = 0;
-#define CHECK(cond)                                                              \
-    do {                                                                         \
-        if (!(cond)) {                                                           \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-            ++failures;                                                          \
-        }                                                                        \
-    } while (0)
-#define OK(call) CHECK((call) == CL_SUCCESS)
-
-static clpool_interpose_get_counters_fn get_counters = NULL;
-static clpool_interpose_counters counters(void) {
-    clpool_interpose_counters c;
-    memset(&c, 0, sizeof c);
-    if (get_counters) get_counters(&c);
-    return c;
-}
+#include "interpose_test.h"
 
 static cl_device_id dev;
 enum { N = 32768 };
@@ -285,15 +263,7 @@ int main(void) {
         fprintf(stderr, "no OpenCL platform or device (install pocl-opencl-icd)\n");
         return 1;
     }
-    const char* lib = getenv("CLPOOL_INTERPOSER");
-    if (lib && *lib) {  /* the interposer must really be in this process */
-        void* h = dlopen(lib, RTLD_NOW | RTLD_NOLOAD);
-        get_counters = h ? (clpool_interpose_get_counters_fn)dlsym(h, "clpool_interpose_get_counters") : NULL;
-        if (!get_counters) {
-            fprintf(stderr, "CLPOOL_INTERPOSER=%s but it is not loaded\n", lib);
-            return 1;
-        }
-    }
+    if (find_interposer()) return 1;
     memset(A, 0xAA, N);
     memset(B, 0xBB, N);
     test_lone_queue_reuses_at_once();

@@ -5,21 +5,7 @@
 #define CL_USE_DEPRECATED_OPENCL_1_2_APIS
 #include <CL/cl.h>
 
-#include <dlfcn.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-#include "../clpool_interpose.h"
-
-static int failures = 0;
-#define CHECK(cond)                                                                  \
-    do {                                                                             \
-        if (!(cond)) {                                                               \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-            ++failures;                                                              \
-        }                                                                            \
-    } while (0)
+#include "interpose_test.h"
 
 #define MiB (1024u * 1024u)
 
@@ -31,16 +17,7 @@ int main(void) {
         fprintf(stderr, "no OpenCL device\n");
         return 1;
     }
-    clpool_interpose_get_counters_fn get = NULL;
-    const char* lib = getenv("CLPOOL_INTERPOSER");
-    if (lib && *lib) {
-        void* h = dlopen(lib, RTLD_NOW | RTLD_NOLOAD);
-        get = h ? (clpool_interpose_get_counters_fn)dlsym(h, "clpool_interpose_get_counters") : NULL;
-        if (!get) {
-            fprintf(stderr, "CLPOOL_INTERPOSER=%s is not loaded\n", lib);
-            return 1;
-        }
-    }
+    if (find_interposer()) return 1;
     cl_int err;
     cl_context ctx = clCreateContext(NULL, 1, &dev, NULL, NULL, &err);
     cl_command_queue q = clCreateCommandQueue(ctx, dev, 0, &err);
@@ -59,9 +36,9 @@ int main(void) {
     CHECK(clEnqueueWriteBuffer(q, rw, CL_TRUE, 0, sizeof in, in, 0, NULL, NULL) == CL_SUCCESS);
     CHECK(clEnqueueReadBuffer(q, rw, CL_TRUE, 0, sizeof out, out, 0, NULL, NULL) == CL_SUCCESS);
     CHECK(memcmp(in, out, sizeof in) == 0);
-    if (get) {
+    if (get_counters) {
         clpool_interpose_counters c;
-        get(&c);
+        get_counters(&c);
         CHECK(c.oom_retries == 1);
         CHECK(c.fallbacks == 0);
         CHECK(c.bytes_cached == 0);  /* the READ_ONLY buckets went back to the driver */
@@ -77,6 +54,6 @@ int main(void) {
         fprintf(stderr, "%d check(s) failed\n", failures);
         return 1;
     }
-    printf("all checks passed (%s)\n", get ? "interposed" : "plain driver");
+    printf("all checks passed (%s)\n", get_counters ? "interposed" : "plain driver");
     return 0;
 }

@@ -6,30 +6,7 @@
 #define CL_USE_DEPRECATED_OPENCL_1_2_APIS
 #include <CL/cl.h>
 
-#include <dlfcn.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-#include "../clpool_interpose.h"
-
-static int failures = 0;
-#define CHECK(cond)                                                              \
-    do {                                                                         \
-        if (!(cond)) {                                                           \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-            ++failures;                                                          \
-        }                                                                        \
-    } while (0)
-#define OK(call) CHECK((call) == CL_SUCCESS)
-
-static clpool_interpose_get_counters_fn get_counters = NULL;
-static clpool_interpose_counters counters(void) {
-    clpool_interpose_counters c;
-    memset(&c, 0, sizeof c);
-    if (get_counters) get_counters(&c);
-    return c;
-}
+#include "interpose_test.h"
 
 static cl_uint mem_refs(cl_mem m) {
     cl_uint n = 0;
@@ -330,19 +307,7 @@ int main(void) {
         fprintf(stderr, "no OpenCL device\n");
         return 1;
     }
-    const char* lib = getenv("CLPOOL_INTERPOSER");
-    if (lib && *lib) {  /* the interposer must really be in this process */
-        void* h = dlopen(lib, RTLD_NOW | RTLD_NOLOAD);
-        if (!h) {
-            fprintf(stderr, "CLPOOL_INTERPOSER=%s but it is not loaded (%s)\n", lib, dlerror());
-            return 1;
-        }
-        get_counters = (clpool_interpose_get_counters_fn)dlsym(h, "clpool_interpose_get_counters");
-        if (!get_counters) {
-            fprintf(stderr, "%s has no clpool_interpose_get_counters\n", lib);
-            return 1;
-        }
-    }
+    if (find_interposer()) return 1;
     cl_int err = CL_SUCCESS;
     cl_context ctx = clCreateContext(NULL, 1, &dev, NULL, NULL, &err);
     cl_command_queue q = clCreateCommandQueue(ctx, dev, 0, &err);
