@@ -286,6 +286,14 @@ void drop_completed(std::vector<cl_event>& events) {
     });
 }
 
+// A marker on q (flushed: an unflushed marker might never complete), or nullptr.
+cl_event marker_on(cl_command_queue q) {
+    cl_event marker = nullptr;
+    if (clEnqueueMarkerWithWaitList(q, 0, nullptr, &marker) != CL_SUCCESS) return nullptr;
+    clFlush(q);
+    return marker;
+}
+
 // The events a released buffer waits for: a marker on each of the context's
 // queues (every command enqueued so far) and the markers of queues already released.
 std::vector<cl::Event> fences(ContextState& cs) {
@@ -293,13 +301,10 @@ std::vector<cl::Event> fences(ContextState& cs) {
     drop_completed(cs.retired);
     for (cl_event e : cs.retired) out.emplace_back(e, true);
     for (cl_command_queue q : cs.queues) {
-        cl_event marker = nullptr;
-        if (clEnqueueMarkerWithWaitList(q, 0, nullptr, &marker) == CL_SUCCESS) {
+        if (cl_event marker = marker_on(q))
             out.emplace_back(marker, false);
-            clFlush(q);  // an unflushed marker might never complete
-        } else {
+        else
             clFinish(q);  // cannot fence: wait instead
-        }
     }
     return out;
 }
@@ -379,14 +384,6 @@ void end_unfenced(State& st, ContextState& cs, cl_event fence) {
     }
     cs.covered = cs.released;
     if (live && clRetainEvent(fence) == CL_SUCCESS) cs.handovers.push_back(fence);
-}
-
-// A marker on q (flushed: an unflushed marker might never complete), or nullptr.
-cl_event marker_on(cl_command_queue q) {
-    cl_event marker = nullptr;
-    if (clEnqueueMarkerWithWaitList(q, 0, nullptr, &marker) != CL_SUCCESS) return nullptr;
-    clFlush(q);
-    return marker;
 }
 
 // Makes a new queue start behind the context's pending handover fences.
@@ -647,10 +644,8 @@ cl_int release_queue(cl_command_queue q) {
         if (it != st.queues.end() && --it->second.refs == 0) {
             // Buffers released later must still wait for what this queue runs.
             ContextState& cs = *it->second.ctx;
-            cl_event marker = nullptr;
-            if (clEnqueueMarkerWithWaitList(q, 0, nullptr, &marker) == CL_SUCCESS) {
+            if (cl_event marker = marker_on(q)) {
                 cs.retired.push_back(marker);
-                clFlush(q);
                 end_unfenced(st, cs, marker);  // this was the lone queue: its marker fences them
             } else {
                 clFinish(q);
