@@ -47,20 +47,13 @@ public:
     MappedPinnedBackend(const cl::CommandQueue& queue, cl_mem_flags access_flags = CL_MEM_READ_WRITE)
         : MappedPinnedBackend(opencl::context_of(queue), opencl::device_of(queue), access_flags) {}
     MappedPinnedBackend(const cl::Context& context, cl_device_id device, cl_mem_flags access_flags)
-        : context_(context), device_(device), access_flags_(access_flags) {
-        cl_int err = CL_SUCCESS;
-        cl_command_queue q = clCreateCommandQueue(context_(), device_, 0, &err);
-        opencl::check(err, "clCreateCommandQueue (clpool mapped pinned backend)");
-        queue_ = cl::CommandQueue(q, false);
-        max_alloc_ = opencl::max_alloc_of(context_());
-        unified_ = opencl::device_info<cl_bool>(device_, CL_DEVICE_HOST_UNIFIED_MEMORY) == CL_TRUE;
-    }
+        : dev_(context, device, "clCreateCommandQueue (clpool mapped pinned backend)"), access_flags_(access_flags) {}
 
-    std::size_t max_alloc_size() const noexcept { return max_alloc_; }
-    bool unified_memory() const noexcept { return unified_; }
+    std::size_t max_alloc_size() const noexcept { return dev_.max_alloc; }
+    bool unified_memory() const noexcept { return dev_.unified; }
     const char* name() const noexcept { return "opencl mapped pinned"; }
-    const cl::Context& context() const noexcept { return context_; }
-    cl_device_id device() const noexcept { return device_; }
+    const cl::Context& context() const noexcept { return dev_.context; }
+    cl_device_id device() const noexcept { return dev_.device; }
 
     // Creates, maps (blocking) and registers n bytes as pinned. Never throws;
     // on failure nothing is left allocated or mapped. Cost: a driver
@@ -69,11 +62,11 @@ public:
         if (kind == memory_kind::device_local) return failure(CL_INVALID_VALUE);
         const std::size_t bytes = n == 0 ? 1 : n;  // a zero-byte buffer or map is invalid
         cl_int err = CL_SUCCESS;
-        cl_mem mem = clCreateBuffer(context_(), access_flags_ | CL_MEM_ALLOC_HOST_PTR, bytes, nullptr, &err);
+        cl_mem mem = clCreateBuffer(dev_.context(), access_flags_ | CL_MEM_ALLOC_HOST_PTR, bytes, nullptr, &err);
         if (err != CL_SUCCESS) return failure(err);
         cl::Buffer buffer(mem, false);  // adopt the creation reference
-        std::unique_lock serial(opencl::private_queue_mutex(queue_()));
-        void* host = clEnqueueMapBuffer(queue_(), mem, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, bytes, 0, nullptr,
+        std::unique_lock serial(opencl::private_queue_mutex(dev_.queue()));
+        void* host = clEnqueueMapBuffer(dev_.queue(), mem, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, bytes, 0, nullptr,
                                         nullptr, &err);
         serial.unlock();
         if (err != CL_SUCCESS) return failure(err);
@@ -81,10 +74,10 @@ public:
             detail::pinned_ranges::instance().add(host, bytes);
         } catch (...) {
             // Not registered: unmap it again and fail as out of host memory.
-            mapped_buffer undo(std::move(buffer), host, bytes, queue_);
+            mapped_buffer undo(std::move(buffer), host, bytes, dev_.queue);
             return failure(CL_OUT_OF_HOST_MEMORY);
         }
-        return {mapped_buffer(std::move(buffer), host, bytes, queue_), alloc_status::ok, CL_SUCCESS};
+        return {mapped_buffer(std::move(buffer), host, bytes, dev_.queue), alloc_status::ok, CL_SUCCESS};
     }
 
     // Completion test and wait, as OpenCLBackend's (release_after, pending reuse).
@@ -94,23 +87,15 @@ public:
     }
 
     // Forgets the context and queue without releasing them (a fork child).
-    void abandon() noexcept {
-        context_() = nullptr;
-        queue_() = nullptr;
-    }
+    void abandon() noexcept { dev_.abandon(); }
 
 private:
     static allocation<mapped_buffer> failure(cl_int err) noexcept {
-        return {mapped_buffer(), opencl::is_out_of_memory(err) ? alloc_status::out_of_memory : alloc_status::failed,
-                err};
+        return opencl::failed_allocation<mapped_buffer>(err);
     }
 
-    cl::Context context_;
-    cl_device_id device_ = nullptr;
+    opencl::private_device dev_;  // its queue maps on allocate; each buffer keeps a reference for its unmap
     cl_mem_flags access_flags_;
-    cl::CommandQueue queue_;  // maps on allocate; each buffer keeps a reference for its unmap
-    std::size_t max_alloc_ = 0;
-    bool unified_ = false;
 };
 
 static_assert(Backend<MappedPinnedBackend>);

@@ -118,6 +118,40 @@ inline std::size_t max_alloc_of(cl_context ctx) {
     return m;
 }
 
+// What each OpenCL backend keeps of its device: the context, the device, a
+// private in-order queue of its own (the pool never puts commands into the
+// application's queues) and the facts the pool asks for. Throws driver_error
+// naming `queue_what` if the queue cannot be made.
+struct private_device {
+    private_device(const cl::Context& ctx, cl_device_id dev, const char* queue_what) : context(ctx), device(dev) {
+        cl_int err = CL_SUCCESS;
+        cl_command_queue q = clCreateCommandQueue(context(), device, 0, &err);
+        check(err, queue_what);
+        queue = cl::CommandQueue(q, false);  // adopt: no extra retain
+        max_alloc = max_alloc_of(context());
+        unified = device_info<cl_bool>(device, CL_DEVICE_HOST_UNIFIED_MEMORY) == CL_TRUE;
+    }
+
+    // Forgets the context and queue without releasing them: for a fork child,
+    // which must not touch the parent's OpenCL objects.
+    void abandon() noexcept {
+        context() = nullptr;
+        queue() = nullptr;
+    }
+
+    cl::Context context;
+    cl_device_id device = nullptr;
+    cl::CommandQueue queue;
+    std::size_t max_alloc = 0;  // the smallest CL_DEVICE_MAX_MEM_ALLOC_SIZE over the context's devices
+    bool unified = false;       // CL_DEVICE_HOST_UNIFIED_MEMORY
+};
+
+// A failed allocation with the driver's code, out_of_memory where the code says so.
+template <class Memory>
+allocation<Memory> failed_allocation(cl_int err) noexcept {
+    return {Memory(), is_out_of_memory(err) ? alloc_status::out_of_memory : alloc_status::failed, err};
+}
+
 }  // namespace opencl
 
 // Makes committed cl::Buffers in one context. Buffers are created with
@@ -144,20 +178,13 @@ public:
         : OpenCLBackend(opencl::context_of(queue), opencl::device_of(queue), access_flags) {}
 
     OpenCLBackend(const cl::Context& context, cl_device_id device, cl_mem_flags access_flags)
-        : context_(context), device_(device), access_flags_(access_flags) {
-        cl_int err = CL_SUCCESS;
-        cl_command_queue q = clCreateCommandQueue(context_(), device_, 0, &err);
-        opencl::check(err, "clCreateCommandQueue");
-        commit_queue_ = cl::CommandQueue(q, false);  // adopt: no extra retain
-        max_alloc_ = opencl::max_alloc_of(context_());
-        unified_ = opencl::device_info<cl_bool>(device_, CL_DEVICE_HOST_UNIFIED_MEMORY) == CL_TRUE;
-    }
+        : dev_(context, device, "clCreateCommandQueue"), access_flags_(access_flags) {}
 
-    std::size_t max_alloc_size() const noexcept { return max_alloc_; }
-    bool unified_memory() const noexcept { return unified_; }
+    std::size_t max_alloc_size() const noexcept { return dev_.max_alloc; }
+    bool unified_memory() const noexcept { return dev_.unified; }
     const char* name() const noexcept { return "opencl"; }
-    const cl::Context& context() const noexcept { return context_; }
-    cl_device_id device() const noexcept { return device_; }
+    const cl::Context& context() const noexcept { return dev_.context; }
+    cl_device_id device() const noexcept { return dev_.device; }
     cl_mem_flags access_flags() const noexcept { return access_flags_; }
 
     cl_mem_flags flags_for(memory_kind kind) const noexcept {
@@ -166,7 +193,7 @@ public:
 
     allocation<cl::Buffer> allocate(std::size_t n, memory_kind kind) noexcept {
         cl_int err = CL_SUCCESS;
-        cl_mem mem = clCreateBuffer(context_(), flags_for(kind), n, nullptr, &err);
+        cl_mem mem = clCreateBuffer(dev_.context(), flags_for(kind), n, nullptr, &err);
         if (err != CL_SUCCESS) return failure(err);
         cl::Buffer buffer(mem, false);  // adopt the creation reference
         err = commit(mem, n, kind);
@@ -189,29 +216,23 @@ public:
         }
     }
 
-    // Forgets the context and commit queue without releasing them: for a
-    // fork child, which must not touch the parent's OpenCL objects.
-    void abandon() noexcept {
-        context_() = nullptr;
-        commit_queue_() = nullptr;
-    }
+    // Forgets the context and commit queue without releasing them (a fork child).
+    void abandon() noexcept { dev_.abandon(); }
 
 private:
-    static allocation<cl::Buffer> failure(cl_int err) noexcept {
-        return {cl::Buffer(), opencl::is_out_of_memory(err) ? alloc_status::out_of_memory : alloc_status::failed, err};
-    }
+    static allocation<cl::Buffer> failure(cl_int err) noexcept { return opencl::failed_allocation<cl::Buffer>(err); }
 
     cl_int commit(cl_mem mem, std::size_t n, memory_kind kind) noexcept {
-        std::lock_guard serial(opencl::private_queue_mutex(commit_queue_()));
+        std::lock_guard serial(opencl::private_queue_mutex(dev_.queue()));
         cl_event done = nullptr;
         cl_int err = CL_SUCCESS;
         if (kind == memory_kind::device_local) {
-            err = clEnqueueMigrateMemObjects(commit_queue_(), 1, &mem, CL_MIGRATE_MEM_OBJECT_CONTENT_UNDEFINED, 0,
+            err = clEnqueueMigrateMemObjects(dev_.queue(), 1, &mem, CL_MIGRATE_MEM_OBJECT_CONTENT_UNDEFINED, 0,
                                              nullptr, &done);
         } else {
-            void* p = clEnqueueMapBuffer(commit_queue_(), mem, CL_TRUE, CL_MAP_WRITE_INVALIDATE_REGION, 0, n, 0,
+            void* p = clEnqueueMapBuffer(dev_.queue(), mem, CL_TRUE, CL_MAP_WRITE_INVALIDATE_REGION, 0, n, 0,
                                          nullptr, nullptr, &err);
-            if (err == CL_SUCCESS) err = clEnqueueUnmapMemObject(commit_queue_(), mem, p, 0, nullptr, &done);
+            if (err == CL_SUCCESS) err = clEnqueueUnmapMemObject(dev_.queue(), mem, p, 0, nullptr, &done);
         }
         if (err == CL_SUCCESS) err = clWaitForEvents(1, &done);
         if (done) {
@@ -225,12 +246,8 @@ private:
         return err;
     }
 
-    cl::Context context_;
-    cl_device_id device_ = nullptr;
-    cl::CommandQueue commit_queue_;
+    opencl::private_device dev_;  // its queue commits new buffers
     cl_mem_flags access_flags_;
-    std::size_t max_alloc_ = 0;
-    bool unified_ = false;
 };
 
 static_assert(Backend<OpenCLBackend>);
