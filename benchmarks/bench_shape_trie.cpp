@@ -38,8 +38,8 @@
 // threads: glibc skips the atomics of std::mutex while a process has a single
 // thread, which would flatter the mutex baselines (2.8 vs 14.7 ns per
 // lock/unlock pair measured on the development machine).
-#include <clpool/shape_trie.hpp>
-#include <clpool/detail/rw_lock.hpp>
+#include <clpool/shapes/shape_trie.hpp>
+#include <clpool/shapes/detail/rw_lock.hpp>
 
 #include <benchmark/benchmark.h>
 

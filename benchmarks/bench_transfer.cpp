@@ -15,8 +15,8 @@
 // bench_transfer_cuda (where CUDA builds) measures cudaMemcpy pinned/pageable the same way.
 #include "common/setup.hpp"
 
-#include <clpool/pinned_allocator.hpp>
-#include <clpool/transfer.hpp>
+#include <clpool/interop/pinned_allocator.hpp>
+#include <clpool/interop/transfer.hpp>
 
 #include <benchmark/benchmark.h>
 

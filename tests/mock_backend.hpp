@@ -1,7 +1,7 @@
 // MockBackend: a counting backend for tests that records every allocation and can fail on demand.
 #pragma once
 
-#include <clpool/backend.hpp>
+#include <clpool/core/backend.hpp>
 #include <clpool/backends/host.hpp>
 
 #include <atomic>

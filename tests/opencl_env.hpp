@@ -4,10 +4,10 @@
 
 // Nothing here in a build without OpenCL (CLPOOL_WITH_OPENCL=OFF): a suite
 // that includes it compiles its OpenCL cases out with CLPOOL_HAS_OPENCL.
-#include <clpool/detail/has_opencl.hpp>
+#include <clpool/core/has_opencl.hpp>
 #ifdef CLPOOL_HAS_OPENCL
 
-#include <clpool/opencl.hpp>
+#include <clpool/pools/opencl_pools.hpp>
 
 #include <doctest/doctest.h>
 

@@ -14,8 +14,16 @@ namespace clpool::test {
 template <class Buckets, class Flags, class Limits, class Locks>
 using MockPool = Pool<Buckets, Flags, Limits, Locks, MockBackend>;
 
+// The limits a test pool gets unless a test gives its own: Capped takes its
+// caps explicitly, so tests use the named pools' defaults (4 GiB, 16 per bucket).
+template <class Limits>
+Limits default_limits() {
+    if constexpr (std::default_initializable<Limits>) return Limits{};
+    else return Limits{std::size_t{4} << 30, Capped::default_per_bucket};
+}
+
 template <class P>
-std::unique_ptr<P> make_pool(typename P::limit_policy limits = typename P::limit_policy{}) {
+std::unique_ptr<P> make_pool(typename P::limit_policy limits = default_limits<typename P::limit_policy>()) {
     using B = typename P::backend_type;
     if constexpr (std::is_same_v<B, HostBackend>) {
         return std::make_unique<P>(HostBackend{}, limits);

@@ -97,13 +97,13 @@ TEST_CASE("a setting read once keeps its error: every use reports it, none falls
 
 // The child halves: they assert what a process started with the variable sees.
 TEST_CASE("env child: an invalid CLPOOL_MAX_CACHED_GB stops capped pools, not the others" * doctest::skip()) {
-    CHECK_THROWS_WITH_AS(Capped(), doctest::Contains("CLPOOL_MAX_CACHED_GB='12x'"), config_error);
+    CHECK_THROWS_WITH_AS(EnvironmentCapped(), doctest::Contains("CLPOOL_MAX_CACHED_GB='12x'"), config_error);
     CHECK_THROWS_AS(host::PersistentBufferPool(HostBackend{}), config_error);
     host::BufferPool unlimited{HostBackend{}};  // no cap to read: unaffected
     CHECK(unlimited.allocate(100));
 }
 TEST_CASE("env child: CLPOOL_MAX_CACHED_GB=0.25 caps capped pools at 256 MiB" * doctest::skip()) {
-    CHECK(Capped().max_bytes == (std::size_t{1} << 28));
+    CHECK(EnvironmentCapped().max_bytes == (std::size_t{1} << 28));
     CHECK(host::PersistentBufferPool(HostBackend{}).limits().max_cached_bytes() == (std::size_t{1} << 28));
 }
 

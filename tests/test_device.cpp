@@ -1,6 +1,6 @@
 // Devices: the selector grammar (on made-up device lists), enumeration, DeviceHandle, facts, scopes.
 #include <clpool/clpool.hpp>
-#include <clpool/device.hpp>
+#include <clpool/devices/device.hpp>
 
 #ifdef CLPOOL_HAS_OPENCL
 #include "opencl_env.hpp"

@@ -1,6 +1,6 @@
 // clpool::Buffer and the C pair: pooled where cl::Buffer stands, returned when the driver deletes it.
 #define CLPOOL_DROPIN_IMPLEMENTATION
-#include <clpool/dropin.hpp>
+#include <clpool/interop/dropin.hpp>
 
 #include "opencl_env.hpp"
 

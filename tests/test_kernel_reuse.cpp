@@ -6,7 +6,7 @@
 // first blocking call, so a command waiting on a user event makes it spin.
 #include "opencl_env.hpp"
 
-#include <clpool/opencl.hpp>
+#include <clpool/pools/opencl_pools.hpp>
 
 #include <doctest/doctest.h>
 

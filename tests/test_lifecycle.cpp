@@ -1,6 +1,6 @@
 // Lifecycle: exit, shutdown(), fork and Ctrl+C, each run in a child process (lifecycle_child.cpp); interruptible waits.
 #include <clpool/clpool.hpp>
-#include <clpool/lifecycle.hpp>
+#include <clpool/runtime/lifecycle.hpp>
 
 #ifdef CLPOOL_HAS_OPENCL
 #include "opencl_env.hpp"

@@ -65,8 +65,8 @@ TEST_CASE("CLPOOL_MAX_CACHED_GB values are parsed and invalid ones are named in 
     }
 }
 
-TEST_CASE("Capped's default caps: CLPOOL_MAX_CACHED_GB (4 GiB when unset) and 16 per bucket") {
-    const Capped c;
+TEST_CASE("the named pools' caps: CLPOOL_MAX_CACHED_GB (4 GiB when unset) and 16 per bucket") {
+    const EnvironmentCapped c;
     const char* env = std::getenv("CLPOOL_MAX_CACHED_GB");
     CHECK(c.max_bytes == (env ? config::parse_gib("CLPOOL_MAX_CACHED_GB", env) : std::size_t{4} << 30));
     CHECK(c.max_per_bucket == 16);

@@ -4,8 +4,8 @@
 #include "cl_events.hpp"
 #include "opencl_env.hpp"
 
-#include <clpool/opencl.hpp>
-#include <clpool/registry.hpp>
+#include <clpool/pools/opencl_pools.hpp>
+#include <clpool/pools/registry.hpp>
 
 #include <doctest/doctest.h>
 

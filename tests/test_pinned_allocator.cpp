@@ -3,7 +3,7 @@
 #ifdef CLPOOL_HAS_OPENCL
 #include "opencl_env.hpp"
 
-#include <clpool/pinned_allocator.hpp>
+#include <clpool/interop/pinned_allocator.hpp>
 
 #include <doctest/doctest.h>
 

@@ -4,8 +4,8 @@
 #include "cl_events.hpp"
 #include "opencl_env.hpp"
 
-#include <clpool/opencl.hpp>
-#include <clpool/transfer.hpp>
+#include <clpool/pools/opencl_pools.hpp>
+#include <clpool/interop/transfer.hpp>
 
 #include <doctest/doctest.h>
 

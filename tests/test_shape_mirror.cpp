@@ -2,12 +2,12 @@
 #include "opencl_env.hpp"
 
 #include <clpool/clpool.hpp>
-#include <clpool/shape_trie.hpp>
+#include <clpool/shapes/shape_trie.hpp>
 
 #include <doctest/doctest.h>
 
 #ifdef CLPOOL_HAS_OPENCL
-#include <clpool/shape_mirror.hpp>
+#include <clpool/shapes/shape_mirror.hpp>
 
 #include <atomic>
 #include <cstdint>

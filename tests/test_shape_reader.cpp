@@ -1,6 +1,6 @@
 // ShapeTrie::reader and epoch reclamation: borrowed lookups, memory kept alive by readers, nesting, threads, freeing down to zero.
-#include <clpool/shape_trie.hpp>
-#include <clpool/detail/epoch.hpp>
+#include <clpool/shapes/shape_trie.hpp>
+#include <clpool/shapes/detail/epoch.hpp>
 
 #include <doctest/doctest.h>
 

@@ -1,8 +1,8 @@
 // ShapeTrie and Shape: identity, layout, lifecycle down to an empty trie, errors, no heap on a hit, threads.
 #include "alloc_counter.hpp"
 
-#include <clpool/shape_trie.hpp>
-#include <clpool/detail/rw_lock.hpp>
+#include <clpool/shapes/shape_trie.hpp>
+#include <clpool/shapes/detail/rw_lock.hpp>
 
 #include <doctest/doctest.h>
 

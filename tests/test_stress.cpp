@@ -217,7 +217,7 @@ void check_snapshot(const P& pool, Failures& f) {
     const auto s = pool.stats();
     if (s.bytes_allocated != s.bytes_in_use + s.bytes_cached + s.bytes_pending) ++f.inconsistent;
     if (s.bytes_in_use < s.bytes_requested) ++f.inconsistent;
-    if constexpr (std::is_same_v<typename P::limit_policy, Capped>) {
+    if constexpr (std::derived_from<typename P::limit_policy, Capped>) {
         const auto& cap = pool.limits();
         if (s.bytes_cached + s.bytes_pending > cap.max_bytes) ++f.over_cap;
         for (const auto& b : s.buckets)

@@ -56,7 +56,7 @@ TEST_CASE_TEMPLATE("threads with mixed sizes never share a buffer", P, host::Buf
                    MockPool<PowerOfTwoBuckets, DeviceLocal, Capped, LockedBy<std::mutex>>,
                    MockPool<PowerOfTwoBuckets, DeviceLocal, Unlimited, Striped<4, std::mutex>>,
                    host::PersistentBufferPool CLPOOL_THREAD_OPENCL_POOLS) {
-    auto pool = make_pool<P>(typename P::limit_policy{});
+    auto pool = make_pool<P>();
     std::atomic<int> corrupted{0};
 #ifdef CLPOOL_HAS_OPENCL
     const bool device = std::is_same_v<typename P::backend_type, OpenCLBackend>;

@@ -4,8 +4,8 @@
 #include "cl_events.hpp"
 #include "opencl_env.hpp"
 
-#include <clpool/pinned_allocator.hpp>
-#include <clpool/transfer.hpp>
+#include <clpool/interop/pinned_allocator.hpp>
+#include <clpool/interop/transfer.hpp>
 
 #include <doctest/doctest.h>
 

@@ -2,8 +2,8 @@
 #include <nlohmann/json.hpp>
 
 #include <clpool/clpool.hpp>
-#if __has_include(<clpool/transfer.hpp>)
-#include <clpool/transfer.hpp>
+#if __has_include(<clpool/interop/transfer.hpp>)
+#include <clpool/interop/transfer.hpp>
 #define CLPOOL_BANDWIDTH_HAS_STAGED 1
 #else
 #define CLPOOL_BANDWIDTH_HAS_STAGED 0
@@ -46,11 +46,11 @@ const std::vector<ModeInfo>& all_modes() {
         {"pinned-read", "clEnqueueReadBuffer into a mapped CL_MEM_ALLOC_HOST_PTR buffer", true},
         {"staged-write",
          staged ? "clpool::upload from pageable memory, always through pinned staging (transfer.hpp)"
-                : "UNAVAILABLE in this build: clpool/transfer.hpp (the staging pipeline) is not there",
+                : "UNAVAILABLE in this build: clpool/interop/transfer.hpp (the staging pipeline) is not there",
          staged},
         {"staged-read",
          staged ? "clpool::download into pageable memory, always through pinned staging"
-                : "UNAVAILABLE in this build: clpool/transfer.hpp is not there",
+                : "UNAVAILABLE in this build: clpool/interop/transfer.hpp is not there",
          staged},
         {"map-write", "map the device buffer (WRITE_INVALIDATE_REGION), memcpy from pageable, unmap", true},
         {"map-read", "map the device buffer for reading, memcpy into pageable, unmap", true},
@@ -139,7 +139,7 @@ int main(int argc, char** argv) {
                     throw input_error("unknown mode '" + name + "'; modes: " + names);
                 }
                 if (!found->available)
-                    throw input_error("mode '" + name + "' is unavailable in this build: clpool/transfer.hpp "
+                    throw input_error("mode '" + name + "' is unavailable in this build: clpool/interop/transfer.hpp "
                                       "(upload/download through pinned staging) is not there; leave it out");
                 modes.push_back(found);
             }
@@ -233,7 +233,7 @@ int main(int argc, char** argv) {
                 t.add(row);
             }
             t.print(std::cout, "");
-            if (!staged) std::cout << "staged-write/staged-read: unavailable in this build (no clpool/transfer.hpp)\n";
+            if (!staged) std::cout << "staged-write/staged-read: unavailable in this build (no clpool/interop/transfer.hpp)\n";
         }
         if (!csv_path.empty()) {
             OutputFile out(csv_path);

@@ -1,7 +1,7 @@
 // PhantomBackend: a backend that hands out sizes, not memory, for bookkeeping-only benchmarks.
 #pragma once
 
-#include <clpool/backend.hpp>
+#include <clpool/core/backend.hpp>
 
 #include <cstddef>
 #include <limits>

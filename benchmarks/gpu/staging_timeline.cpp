@@ -8,7 +8,7 @@
 // copy ended, when the enqueue returned, and the DMA's queued/start/end times
 // from CL_QUEUE_PROFILING_ENABLE, all relative to the transfer's start.
 // Build: g++ -std=c++20 -O2 -Iinclude -Ipolicies -Ibackends benchmarks/gpu/staging_timeline.cpp -lOpenCL -pthread
-#include <clpool/transfer.hpp>
+#include <clpool/interop/transfer.hpp>
 
 #include <algorithm>
 #include <chrono>

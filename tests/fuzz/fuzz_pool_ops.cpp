@@ -11,7 +11,7 @@
 // and at the end every ledger is empty (nothing leaked).
 #include "../mock_backend.hpp"
 
-#include <clpool/pool.hpp>
+#include <clpool/core/pool.hpp>
 
 #include <cstdint>
 #include <cstdio>
@@ -292,7 +292,7 @@ private:
         }
         FUZZ_CHECK(s.bytes_in_use == in_use);
         FUZZ_CHECK(s.bytes_requested == requested);
-        if constexpr (std::is_same_v<typename P::limit_policy, Capped>) {
+        if constexpr (std::derived_from<typename P::limit_policy, Capped>) {
             FUZZ_CHECK(s.bytes_cached + s.bytes_pending <= limits_.max_bytes);
             for (const auto& b : s.buckets) FUZZ_CHECK(b.cached_buffers + b.pending_buffers <= limits_.max_per_bucket);
         }

@@ -17,7 +17,7 @@
 // handle is released inside the reader; once every handle is dropped the
 // trie is empty, nodes and all, and after collect() every entry and node
 // allocated is freed.
-#include <clpool/shape_trie.hpp>
+#include <clpool/shapes/shape_trie.hpp>
 
 #include <cstdint>
 #include <cstdio>

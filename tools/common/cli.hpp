@@ -3,7 +3,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include <clpool/errors.hpp>
+#include <clpool/core/errors.hpp>
 
 #include <cerrno>
 #include <cstring>

@@ -1,8 +1,8 @@
-// Device listing and choice for the tools, through clpool/device.hpp: the same selectors and CLPOOL_DEVICE.
+// Device listing and choice for the tools, through clpool/devices/device.hpp: the same selectors and CLPOOL_DEVICE.
 #pragma once
 
 #include <clpool/clpool.hpp>
-#include <clpool/device.hpp>
+#include <clpool/devices/device.hpp>
 
 #include <cstdint>
 #include <cstdlib>

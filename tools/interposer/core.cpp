@@ -20,8 +20,8 @@
 #include "next.hpp"
 #include "clpool_interpose.h"
 
-#include <clpool/config.hpp>
-#include <clpool/opencl.hpp>
+#include <clpool/runtime/config.hpp>
+#include <clpool/pools/opencl_pools.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -52,7 +52,7 @@ namespace {
 // its last answer kept the buffer: a bucket the cap sends back to the driver
 // must take its tombstone with it.
 thread_local bool tl_admitted = false;
-struct RecordingCapped : Capped {
+struct RecordingCapped : EnvironmentCapped {
     bool admit(std::size_t bucket_bytes, std::size_t cached_total, std::size_t in_bucket) const noexcept {
         tl_admitted = Capped::admit(bucket_bytes, cached_total, in_bucket);
         return tl_admitted;

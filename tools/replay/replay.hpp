@@ -87,7 +87,7 @@ inline std::vector<Config> alias_configs() {
                   "buckets=pow2,kind=device"};
     Config pinned{"PinnedBufferPool", bucket_scheme::pow2, false, Config{}.cap, Config{}.per_bucket,
                   kind_choice::pinned, "buckets=pow2,kind=pinned"};
-    const Capped caps;  // reads CLPOOL_MAX_CACHED_GB like the alias does
+    const EnvironmentCapped caps;  // the alias's limit policy
     Config persistent{"PersistentBufferPool", bucket_scheme::fixed, true, caps.max_bytes, caps.max_per_bucket,
                       kind_choice::integrated,
                       "buckets=fixed,cap=" + std::to_string(caps.max_bytes) +

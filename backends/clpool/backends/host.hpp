@@ -1,7 +1,7 @@
 // HostBackend: pools over aligned host memory, where no OpenCL device exists.
 #pragma once
 
-#include <clpool/backend.hpp>
+#include <clpool/core/backend.hpp>
 
 #include <cstddef>
 #include <limits>

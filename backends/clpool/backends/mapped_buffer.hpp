@@ -2,7 +2,7 @@
 #pragma once
 
 #include <clpool/backends/opencl.hpp>
-#include <clpool/detail/pinned_ranges.hpp>
+#include <clpool/backends/detail/pinned_ranges.hpp>
 
 #include <cstddef>
 #include <mutex>

@@ -1,10 +1,10 @@
 // MappedPinnedBackend: pinned host buffers that stay mapped for their whole pooled life, for staging without map/unmap.
 #pragma once
 
-#include <clpool/backend.hpp>
+#include <clpool/core/backend.hpp>
 #include <clpool/backends/mapped_buffer.hpp>
 #include <clpool/backends/opencl.hpp>
-#include <clpool/detail/pinned_ranges.hpp>
+#include <clpool/backends/detail/pinned_ranges.hpp>
 
 #include <algorithm>
 #include <cstddef>

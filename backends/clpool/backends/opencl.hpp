@@ -18,8 +18,8 @@
 #endif
 #include <CL/opencl.hpp>
 
-#include <clpool/backend.hpp>
-#include <clpool/errors.hpp>
+#include <clpool/core/backend.hpp>
+#include <clpool/core/errors.hpp>
 
 #include <algorithm>
 #include <cstddef>

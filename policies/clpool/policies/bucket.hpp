@@ -1,26 +1,14 @@
 // Bucket policies: how a requested size maps to the size class a pool caches.
 #pragma once
 
+#include <clpool/core/policy_concepts.hpp>
+
 #include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
 
 namespace clpool {
-
-// A bucket policy is a stateless type with
-//   static constexpr std::size_t bucket_count;
-//   static constexpr std::size_t index_from_size(std::size_t n) noexcept;   // n >= 1
-//   static constexpr std::size_t size_from_index(std::size_t i) noexcept;
-// such that size_from_index(index_from_size(n)) >= n, and an index of
-// bucket_count or more means "no bucket can hold n" (the rounding overflows).
-// The pool, not the policy, applies the device's maximum allocation size.
-template <class P>
-concept BucketPolicy = requires(std::size_t n) {
-    { P::bucket_count } -> std::convertible_to<std::size_t>;
-    { P::index_from_size(n) } noexcept -> std::same_as<std::size_t>;
-    { P::size_from_index(n) } noexcept -> std::same_as<std::size_t>;
-};
 
 // Power-of-two rounding with a 256-byte floor: a 1.1 MiB request takes a 2 MiB
 // bucket. Few buckets, many hits, at most 2x memory for a request just past a

@@ -1,17 +1,10 @@
 // Flag policies: which kind of memory a pool asks its backend for.
 #pragma once
 
-#include <clpool/memory_kind.hpp>
+#include <clpool/core/memory_kind.hpp>
+#include <clpool/core/policy_concepts.hpp>
 
 namespace clpool {
-
-// A flag policy answers `kind(backend)` with a memory_kind. Backends turn the
-// kind into their native flags (CL_MEM_READ_WRITE, CL_MEM_ALLOC_HOST_PTR, ...),
-// so one policy serves every backend.
-template <class P, class Backend>
-concept FlagPolicyFor = requires(const P& p, const Backend& b) {
-    { p.kind(b) } noexcept -> std::same_as<memory_kind>;
-};
 
 // Device-local memory: fastest for kernels on a discrete GPU.
 struct DeviceLocal {

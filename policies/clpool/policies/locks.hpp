@@ -1,21 +1,12 @@
 // Lock policies: how a pool serialises access to its free lists.
 #pragma once
 
+#include <clpool/core/policy_concepts.hpp>
 #include <clpool/policies/spin_mutex.hpp>
 
 #include <cstddef>
 
 namespace clpool {
-
-// A lock policy names a BasicLockable `mutex_type` and how many independent
-// stripes a pool's buckets are spread over. Stripe s guards the buckets with
-// index % stripes == s; statistics are kept per stripe, and a snapshot locks
-// every stripe in order.
-template <class P>
-concept LockPolicy = requires {
-    typename P::mutex_type;
-    { P::stripes } -> std::convertible_to<std::size_t>;
-} && (P::stripes >= 1);
 
 // A mutex that does nothing: for pools used by one thread at a time. Free.
 struct null_mutex {

@@ -1,13 +1,13 @@
 // ShapeTrie: interns tensor shapes into one canonical, reference-counted buffer per distinct shape.
 #pragma once
 
-#include <clpool/errors.hpp>
-#include <clpool/shape.hpp>
-#include <clpool/shape_error.hpp>
-#include <clpool/detail/epoch.hpp>
-#include <clpool/detail/shape_entry.hpp>
-#include <clpool/detail/rw_lock.hpp>
-#include <clpool/detail/shape_node.hpp>
+#include <clpool/core/errors.hpp>
+#include <clpool/shapes/shape.hpp>
+#include <clpool/shapes/shape_error.hpp>
+#include <clpool/shapes/detail/epoch.hpp>
+#include <clpool/shapes/detail/shape_entry.hpp>
+#include <clpool/shapes/detail/rw_lock.hpp>
+#include <clpool/shapes/detail/shape_node.hpp>
 
 #include <algorithm>
 #include <array>

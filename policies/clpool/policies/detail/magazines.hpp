@@ -1,7 +1,7 @@
 // thread_cache: the per-thread magazines behind the ThreadCached lock policy.
 #pragma once
 
-#include <clpool/detail/process_state.hpp>
+#include <clpool/core/detail/process_state.hpp>
 #include <clpool/policies/spin_mutex.hpp>
 
 #include <algorithm>

@@ -1,17 +1,14 @@
 // Pool: the policy-based caching allocator over a Backend.
 #pragma once
 
-#include <clpool/backend.hpp>
-#include <clpool/errors.hpp>
-#include <clpool/handle.hpp>
-#include <clpool/stats.hpp>
-#include <clpool/detail/counter.hpp>
-#include <clpool/detail/thread_cache.hpp>
-#include <clpool/detail/process_state.hpp>
-#include <clpool/policies/bucket.hpp>
-#include <clpool/policies/flags.hpp>
-#include <clpool/policies/limits.hpp>
-#include <clpool/policies/locks.hpp>
+#include <clpool/core/backend.hpp>
+#include <clpool/core/errors.hpp>
+#include <clpool/core/handle.hpp>
+#include <clpool/core/stats.hpp>
+#include <clpool/core/detail/counter.hpp>
+#include <clpool/policies/detail/magazines.hpp>
+#include <clpool/core/detail/process_state.hpp>
+#include <clpool/core/policy_concepts.hpp>
 
 #include <boost/intrusive/list.hpp>
 
@@ -295,7 +292,7 @@ private:
     using counter = detail::counter<shared_counters>;
     // An unlimited pool needs no running total of idle bytes: it would be one
     // more shared cache line on the striped hot path.
-    using idle_counter = std::conditional_t<std::is_same_v<Limits, Unlimited>, detail::null_counter, counter>;
+    using idle_counter = std::conditional_t<requires { requires Limits::admits_everything; }, detail::null_counter, counter>;
 
     static constexpr std::size_t stripe_of(std::size_t bucket) noexcept { return bucket % Locks::stripes; }
 

@@ -1,17 +1,17 @@
 // Devices: enumeration, selection by a string (CLPOOL_DEVICE), DeviceHandle, the scoped current device.
 #pragma once
 
-#include <clpool/config.hpp>
-#include <clpool/errors.hpp>
-#include <clpool/host_registry.hpp>
+#include <clpool/runtime/config.hpp>
+#include <clpool/core/errors.hpp>
+#include <clpool/pools/host_registry.hpp>
 #include <clpool/backends/host.hpp>
-#include <clpool/detail/has_opencl.hpp>
-#include <clpool/detail/process_state.hpp>
+#include <clpool/core/has_opencl.hpp>
+#include <clpool/core/detail/process_state.hpp>
 
 #ifdef CLPOOL_HAS_OPENCL
-#include <clpool/opencl.hpp>
-#include <clpool/registry.hpp>
-#include <clpool/detail/queue_registry.hpp>
+#include <clpool/pools/opencl_pools.hpp>
+#include <clpool/pools/registry.hpp>
+#include <clpool/runtime/detail/queue_registry.hpp>
 #endif
 
 #include <algorithm>

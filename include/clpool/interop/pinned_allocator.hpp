@@ -1,9 +1,9 @@
 // PinnedAllocator<T>: a standard allocator whose memory is mapped pinned buffers from a MappedPinnedPool.
 #pragma once
 
-#include <clpool/errors.hpp>
-#include <clpool/opencl.hpp>
-#include <clpool/registry.hpp>
+#include <clpool/core/errors.hpp>
+#include <clpool/pools/opencl_pools.hpp>
+#include <clpool/pools/registry.hpp>
 
 #include <cstddef>
 #include <cstdint>

@@ -1,7 +1,7 @@
 // The drop-in buffer's pools: one per (context, flags), never destroyed, handing out sub-buffers.
 #pragma once
 
-#include <clpool/opencl.hpp>
+#include <clpool/pools/opencl_pools.hpp>
 
 #include <bit>
 #include <cstddef>

@@ -1,8 +1,8 @@
 // clpool::Buffer: a pooled stand-in for cl::Buffer with the same constructor (docs/DROPIN.md).
 #pragma once
 
-#include <clpool/detail/dropin_pools.hpp>
-#include <clpool/stats.hpp>
+#include <clpool/interop/detail/dropin_pools.hpp>
+#include <clpool/core/stats.hpp>
 
 #include <cstddef>
 #include <optional>
@@ -57,11 +57,11 @@ inline std::optional<PoolStats> dropin_stats(const cl::Context& context, cl_mem_
 
 }  // namespace clpool
 
-// The C-callable pair (declared for C in <clpool/dropin_c.h>). Define
+// The C-callable pair (declared for C in <clpool/interop/dropin_c.h>). Define
 // CLPOOL_DROPIN_IMPLEMENTATION in exactly one C++ file before including
 // this header to emit them.
 #ifdef CLPOOL_DROPIN_IMPLEMENTATION
-#include <clpool/dropin_c.h>  // the declarations these definitions must match
+#include <clpool/interop/dropin_c.h>  // the declarations these definitions must match
 extern "C" {
 // As clCreateBuffer, through the pools.
 cl_mem clpool_create_buffer(cl_context context, cl_mem_flags flags, size_t size, void* host_ptr, cl_int* errcode_ret) {

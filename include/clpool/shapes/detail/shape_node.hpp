@@ -1,8 +1,8 @@
 // shape_inner: a copy-on-write branch node of the shape trie (children keyed by one key word), and tagged slots.
 #pragma once
 
-#include <clpool/detail/epoch.hpp>
-#include <clpool/detail/shape_entry.hpp>
+#include <clpool/shapes/detail/epoch.hpp>
+#include <clpool/shapes/detail/shape_entry.hpp>
 
 #include <algorithm>
 #include <atomic>

@@ -2,7 +2,7 @@
 // docs/BACKENDS.md has the requirements as a table.
 #pragma once
 
-#include <clpool/memory_kind.hpp>
+#include <clpool/core/memory_kind.hpp>
 
 #include <concepts>
 #include <cstddef>

@@ -1,9 +1,9 @@
 // Per-context pools, created on first use: get_buffer_pool(queue) and friends.
 #pragma once
 
-#include <clpool/opencl.hpp>
-#include <clpool/detail/process_state.hpp>
-#include <clpool/detail/queue_registry.hpp>
+#include <clpool/pools/opencl_pools.hpp>
+#include <clpool/core/detail/process_state.hpp>
+#include <clpool/runtime/detail/queue_registry.hpp>
 
 #include <atomic>
 #include <map>

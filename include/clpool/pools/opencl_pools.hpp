@@ -1,7 +1,7 @@
 // The OpenCL pools: BufferPool, PinnedBufferPool, PersistentBufferPool over OpenCLBackend.
 #pragma once
 
-#include <clpool/aliases.hpp>
+#include <clpool/pools/aliases.hpp>
 #include <clpool/backends/mapped_pinned.hpp>
 #include <clpool/backends/opencl.hpp>
 

@@ -1,7 +1,7 @@
 // Shape: a reference-counted handle to one interned, immutable shape buffer (made by ShapeTrie).
 #pragma once
 
-#include <clpool/detail/shape_entry.hpp>
+#include <clpool/shapes/detail/shape_entry.hpp>
 
 #include <atomic>
 #include <cstddef>

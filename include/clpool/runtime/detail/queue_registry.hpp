@@ -2,7 +2,7 @@
 #pragma once
 
 #include <clpool/backends/opencl.hpp>
-#include <clpool/detail/process_state.hpp>
+#include <clpool/core/detail/process_state.hpp>
 
 #include <algorithm>
 #include <atomic>

@@ -1,13 +1,13 @@
 // upload/download: host <-> device copies, direct from pinned memory or pipelined through pinned staging buffers.
 #pragma once
 
-#include <clpool/config.hpp>
-#include <clpool/errors.hpp>
-#include <clpool/handle.hpp>
-#include <clpool/opencl.hpp>
-#include <clpool/registry.hpp>
-#include <clpool/detail/parallel_copy.hpp>
-#include <clpool/detail/pinned_ranges.hpp>
+#include <clpool/runtime/config.hpp>
+#include <clpool/core/errors.hpp>
+#include <clpool/core/handle.hpp>
+#include <clpool/pools/opencl_pools.hpp>
+#include <clpool/pools/registry.hpp>
+#include <clpool/interop/detail/parallel_copy.hpp>
+#include <clpool/backends/detail/pinned_ranges.hpp>
 
 #include <algorithm>
 #include <array>

@@ -1,7 +1,7 @@
 // Environment configuration: every CLPOOL_* variable, parsed and validated once.
 #pragma once
 
-#include <clpool/errors.hpp>
+#include <clpool/core/errors.hpp>
 
 #include <cerrno>
 #include <cmath>

@@ -1,10 +1,22 @@
 // The three named pools, over any backend: Basic*Pool<Backend>, and host:: aliases.
 #pragma once
 
-#include <clpool/pool.hpp>
 #include <clpool/backends/host.hpp>
+#include <clpool/core/pool.hpp>
+#include <clpool/policies/bucket.hpp>
+#include <clpool/policies/flags.hpp>
+#include <clpool/policies/limits.hpp>
+#include <clpool/policies/locks.hpp>
+#include <clpool/runtime/config.hpp>
 
 namespace clpool {
+
+// Capped with the environment's caps: CLPOOL_MAX_CACHED_GB (4 GiB if unset)
+// and 16 buffers per bucket. Throws config_error if the variable is invalid.
+struct EnvironmentCapped : Capped {
+    EnvironmentCapped() : Capped(static_cast<std::size_t>(config::max_cached_bytes()), default_per_bucket) {}
+};
+static_assert(LimitPolicy<EnvironmentCapped>);
 
 // General-purpose device memory: power-of-two buckets, keep everything, one mutex.
 template <Backend B>
@@ -17,7 +29,7 @@ using BasicPinnedBufferPool = Pool<PowerOfTwoBuckets, HostPinned, Unlimited, Sin
 // Long-running jobs: the fixed bucket set, integrated-aware flags, byte and
 // per-bucket caps (CLPOOL_MAX_CACHED_GB, 16 per bucket), one mutex.
 template <Backend B>
-using BasicPersistentBufferPool = Pool<FixedSetBuckets, IntegratedAware, Capped, SingleMutex, B>;
+using BasicPersistentBufferPool = Pool<FixedSetBuckets, IntegratedAware, EnvironmentCapped, SingleMutex, B>;
 
 // The same pools on aligned host memory, for machines with no OpenCL device.
 namespace host {

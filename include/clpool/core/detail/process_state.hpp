@@ -1,7 +1,7 @@
 // Process-wide state the pools consult: the fork generation and whether clpool::shutdown() ran.
 #pragma once
 
-#include <clpool/errors.hpp>
+#include <clpool/core/errors.hpp>
 
 #include <atomic>
 #include <cstdint>

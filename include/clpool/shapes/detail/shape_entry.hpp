@@ -1,7 +1,7 @@
 // shape_entry: one interned shape (refcount, owner, device attachments, then the canonical words).
 #pragma once
 
-#include <clpool/detail/epoch.hpp>
+#include <clpool/shapes/detail/epoch.hpp>
 
 #include <atomic>
 #include <cstddef>

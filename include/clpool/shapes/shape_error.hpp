@@ -1,7 +1,7 @@
 // shape_error: a shape the ShapeTrie cannot intern (rank too high, element count overflows, bad values).
 #pragma once
 
-#include <clpool/errors.hpp>
+#include <clpool/core/errors.hpp>
 
 #include <cstddef>
 #include <cstdint>

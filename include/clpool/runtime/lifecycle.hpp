@@ -1,13 +1,13 @@
 // Process lifecycle: shutdown(), queues finished at exit, fork safety, and queue waits Ctrl+C can interrupt.
 #pragma once
 
-#include <clpool/host_registry.hpp>
-#include <clpool/detail/has_opencl.hpp>
-#include <clpool/detail/process_state.hpp>
+#include <clpool/pools/host_registry.hpp>
+#include <clpool/core/has_opencl.hpp>
+#include <clpool/core/detail/process_state.hpp>
 
 #ifdef CLPOOL_HAS_OPENCL
-#include <clpool/registry.hpp>
-#include <clpool/detail/queue_registry.hpp>
+#include <clpool/pools/registry.hpp>
+#include <clpool/runtime/detail/queue_registry.hpp>
 #endif
 
 #include <algorithm>

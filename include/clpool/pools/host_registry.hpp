@@ -1,9 +1,9 @@
 // Process-wide host-memory pools, the host backend's counterpart of get_buffer_pool(queue).
 #pragma once
 
-#include <clpool/aliases.hpp>
-#include <clpool/errors.hpp>
-#include <clpool/detail/process_state.hpp>
+#include <clpool/pools/aliases.hpp>
+#include <clpool/core/errors.hpp>
+#include <clpool/core/detail/process_state.hpp>
 
 #include <atomic>
 #include <cstddef>

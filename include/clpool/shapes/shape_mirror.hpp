@@ -1,10 +1,10 @@
 // ShapeMirror: an interned shape's canonical buffer on an OpenCL device, from a clpool pool, uploaded once.
 #pragma once
 
-#include <clpool/errors.hpp>
-#include <clpool/opencl.hpp>
-#include <clpool/shape.hpp>
-#include <clpool/detail/shape_entry.hpp>
+#include <clpool/core/errors.hpp>
+#include <clpool/pools/opencl_pools.hpp>
+#include <clpool/shapes/shape.hpp>
+#include <clpool/shapes/detail/shape_entry.hpp>
 
 #include <atomic>
 #include <cstdint>

@@ -1,0 +1,53 @@
+// The four policy concepts a Pool is built from: buckets, flags, limits, locks.
+#pragma once
+
+#include <clpool/core/memory_kind.hpp>
+
+#include <concepts>
+#include <cstddef>
+
+namespace clpool {
+
+// A bucket policy is a stateless type with
+//   static constexpr std::size_t bucket_count;
+//   static constexpr std::size_t index_from_size(std::size_t n) noexcept;   // n >= 1
+//   static constexpr std::size_t size_from_index(std::size_t i) noexcept;
+// such that size_from_index(index_from_size(n)) >= n, and an index of
+// bucket_count or more means "no bucket can hold n" (the rounding overflows).
+// The pool, not the policy, applies the device's maximum allocation size.
+template <class P>
+concept BucketPolicy = requires(std::size_t n) {
+    { P::bucket_count } -> std::convertible_to<std::size_t>;
+    { P::index_from_size(n) } noexcept -> std::same_as<std::size_t>;
+    { P::size_from_index(n) } noexcept -> std::same_as<std::size_t>;
+};
+
+// A flag policy answers `kind(backend)` with a memory_kind. Backends turn the
+// kind into their native flags (CL_MEM_READ_WRITE, CL_MEM_ALLOC_HOST_PTR, ...),
+// so one policy serves every backend.
+template <class P, class Backend>
+concept FlagPolicyFor = requires(const P& p, const Backend& b) {
+    { p.kind(b) } noexcept -> std::same_as<memory_kind>;
+};
+
+// A limit policy answers, when a buffer comes back, whether keeping it cached
+// stays within its caps. A "no" sends the buffer back to the driver and counts
+// as an eviction. `cached_total` and `cached_in_bucket` are the figures before
+// the buffer would be added.
+template <class P>
+concept LimitPolicy = requires(const P& p, std::size_t n) {
+    { p.admit(n, n, n) } noexcept -> std::same_as<bool>;
+    { p.max_cached_bytes() } noexcept -> std::same_as<std::size_t>;
+};
+
+// A lock policy names a BasicLockable `mutex_type` and how many independent
+// stripes a pool's buckets are spread over. Stripe s guards the buckets with
+// index % stripes == s; statistics are kept per stripe, and a snapshot locks
+// every stripe in order.
+template <class P>
+concept LockPolicy = requires {
+    typename P::mutex_type;
+    { P::stripes } -> std::convertible_to<std::size_t>;
+} && (P::stripes >= 1);
+
+}  // namespace clpool
