@@ -23,9 +23,8 @@ namespace clpool {
 // (and CL-HPP exceptions, if enabled) are the driver's.
 // Thread safety: as cl::Buffer. Pools are created on first use per (context,
 // flags) and live for the process (they keep their context alive).
-// Note: PoCL 3.1 crashes on rectangular and image copies of sub-buffers
-// (docs/DROPIN.md); the interposer, which does not use sub-buffers, is the
-// way to pool such applications on PoCL.
+// Some drivers mishandle rectangular and image copies of sub-buffers
+// (docs/DROPIN.md); the interposer, which hands out whole buffers, avoids them.
 class Buffer : public cl::Buffer {
 public:
     Buffer() = default;

@@ -66,8 +66,8 @@ private:
 //
 // Memory comes from a MappedPinnedPool (get_mapped_pinned_pool(queue), or one
 // passed in): each allocate takes one pooled CL_MEM_ALLOC_HOST_PTR buffer,
-// which the pool keeps mapped for as long as it holds it; on NVIDIA that
-// mapping is the pinned memory itself, so upload/download and
+// which the pool keeps mapped for as long as it holds it; that mapping is the
+// pinned memory itself on discrete GPUs, so upload/download and
 // clEnqueueWrite/ReadBuffer from it run at full DMA speed, and upload/download
 // recognise it and skip staging.
 //

@@ -20,12 +20,9 @@ namespace clpool::detail {
 
 // memcpy with non-temporal (streaming) stores where the CPU has them: the
 // destination lines go to memory without being read for ownership or left
-// dirty in the caches. For a staging buffer that a DMA reads next this
-// matters more than the copy's own speed: measured on the H200 host, a 4 MiB
-// DMA from a staging buffer just filled through the caches took 126-156 us
-// (27-33 GB/s: the device's reads snoop dirty lines out of a 300 MiB L3),
-// against 76 us (55 GB/s) from memory. glibc's memcpy streams only above a
-// threshold tied to the cache size, which that L3 puts out of reach.
+// dirty in the caches, so the DMA that reads the staging buffer next need not
+// snoop them out of the caches (docs/TRANSFERS.md has the measurements).
+// glibc's memcpy streams only above a threshold tied to the cache size.
 // Ends with a store fence, so the stores are visible before whatever the
 // caller publishes next (here: the enqueue that starts the DMA).
 inline void stream_copy(void* dst, const void* src, std::size_t n) noexcept {
@@ -58,9 +55,9 @@ inline void stream_copy(void* dst, const void* src, std::size_t n) noexcept {
 #endif
 }
 
-// One memcpy runs at roughly one core's memory bandwidth (10-20 GB/s), below
-// what a PCIe 5 DMA moves; staging from pageable memory only beats the
-// driver's own pageable path if the host copies run on several cores.
+// One core's memcpy is slower than a PCIe DMA, so staging from pageable
+// memory beats the driver's own pageable path only if the host copies run on
+// several cores.
 //
 // The workers are started on first use and never stopped: the object is
 // new-ed and never deleted, and the threads are detached, so nothing runs at
@@ -131,7 +128,7 @@ public:
     }
 
 private:
-    static constexpr std::size_t min_piece = 64 * 1024;  // a claim costs one atomic add; a piece ~5 us
+    static constexpr std::size_t min_piece = 64 * 1024;  // large enough that one atomic add per claim is noise
     // How long a worker waits hot for the next job before it sleeps.
     static constexpr std::chrono::microseconds worker_spin{200};
 
