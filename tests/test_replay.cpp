@@ -1,10 +1,12 @@
 // The replay tool's trace parser and engine (tools/replay): every parse error names its line; the
 // engine's counts match a trace worked by hand; runtime configurations pick the right policies.
+#include "tools/common/trace_format.hpp"
 #include "tools/replay/replay.hpp"
 #include "tools/replay/trace.hpp"
 
 #include <doctest/doctest.h>
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -66,6 +68,33 @@ TEST_CASE("CRLF line ends, blank lines and comments are accepted") {
     REQUIRE(t.events.size() == 2);
     CHECK(t.events[0].ctx == 0xA);
     CHECK(t.events[1].line == 5);
+}
+
+TEST_CASE("what the interposer's writer formats, the parser reads back") {
+    namespace fmt = clpool::tools::trace_format;
+    char line[fmt::max_line];
+    std::string text;
+    const auto add = [&](int n) {
+        REQUIRE(n > 0);
+        REQUIRE(static_cast<std::size_t>(n) < sizeof line);
+        text.append(line, static_cast<std::size_t>(n));
+    };
+    add(fmt::format_header(line, sizeof line, "pid 4242; written by libclpool_interpose"));
+    add(fmt::format_alloc(line, sizeof line, 897469, 1, 0x1, 0x1, 1000));
+    CHECK(std::string_view(line) == "897469 alloc 1 0x1 0x1 1000\n");  // docs/TRACE_FORMAT.md's example
+    add(fmt::format_free(line, sizeof line, 905269, 1));
+    CHECK(std::string_view(line) == "905269 free 1\n");
+    add(fmt::format_alloc(line, sizeof line, UINT64_MAX - 1, UINT64_MAX, UINT64_MAX, UINT64_MAX, UINT64_MAX));
+    CHECK(text.rfind("clpool-trace 1\n# pid 4242; written by libclpool_interpose\n", 0) == 0);
+    const Trace t = parse_trace(text);
+    REQUIRE(t.events.size() == 3);
+    CHECK(t.events[0].t_ns == 897469);
+    CHECK(t.events[0].flags == 0x1);
+    CHECK(t.events[1].kind == op::free);
+    CHECK(t.events[1].bytes == 1000);
+    CHECK(t.events[2].t_ns == UINT64_MAX - 1);  // the longest line fits max_line
+    CHECK(t.events[2].ctx == UINT64_MAX);
+    CHECK(t.events[2].bytes == UINT64_MAX);
 }
 
 TEST_CASE("each malformed line is an error naming its line and what was expected") {

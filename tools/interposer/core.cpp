@@ -19,6 +19,7 @@
 #include "core.hpp"
 #include "next.hpp"
 #include "clpool_interpose.h"
+#include "common/trace_format.hpp"
 
 #include <clpool/runtime/config.hpp>
 #include <clpool/pools/opencl_pools.hpp>
@@ -47,6 +48,8 @@ namespace clpool::interpose {
 const cl_icd_dispatch* g_next = nullptr;
 
 namespace {
+
+namespace fmt = tools::trace_format;
 
 // Capped (CLPOOL_MAX_CACHED_GB, 16 per bucket), but telling the core whether
 // its last answer kept the buffer: a bucket the cap sends back to the driver
@@ -134,24 +137,28 @@ struct Totals {  // stats of pools already destroyed
     std::size_t peak_held = 0;  // the largest any one pool ever held
 };
 
-// The trace: "clpool-trace 1", then one line per event (docs/TRACE_FORMAT.md).
+// The trace: one line per event, in the format of common/trace_format.hpp.
 class Trace {
 public:
     explicit Trace(FILE* f) : f_(f), t0_(std::chrono::steady_clock::now()) {
         static char buffer[1 << 16];
         std::setvbuf(f_, buffer, _IOFBF, sizeof buffer);
-        std::fprintf(f_, "clpool-trace 1\n# pid %ld; written by libclpool_interpose\n", static_cast<long>(getpid()));
+        char note[64];
+        std::snprintf(note, sizeof note, "pid %ld; written by libclpool_interpose", static_cast<long>(getpid()));
+        char line[fmt::max_line];
+        write(line, fmt::format_header(line, sizeof line, note));
     }
     std::uint64_t alloc(unsigned ctx_token, cl_mem_flags flags, std::size_t bytes) noexcept {
         std::lock_guard lock(mu_);
         const std::uint64_t id = ++last_id_;
-        std::fprintf(f_, "%" PRIu64 " alloc %" PRIu64 " 0x%x 0x%" PRIx64 " %zu\n", now(), id, ctx_token,
-                     static_cast<std::uint64_t>(flags), bytes);
+        char line[fmt::max_line];
+        write(line, fmt::format_alloc(line, sizeof line, now(), id, ctx_token, flags, bytes));
         return id;
     }
     void free(std::uint64_t id) noexcept {
         std::lock_guard lock(mu_);
-        std::fprintf(f_, "%" PRIu64 " free %" PRIu64 "\n", now(), id);
+        char line[fmt::max_line];
+        write(line, fmt::format_free(line, sizeof line, now(), id));
     }
     void flush() noexcept {
         if (!mu_.try_lock()) return;  // exit during a write on another thread: lose the tail, never hang
@@ -167,6 +174,10 @@ private:
         if (t <= last_t_) t = last_t_ + 1;
         last_t_ = t;
         return t;
+    }
+    // n as snprintf returned it: a line that did not fit is not written.
+    void write(const char* line, int n) noexcept {
+        if (n > 0 && static_cast<std::size_t>(n) < fmt::max_line) std::fwrite(line, 1, static_cast<std::size_t>(n), f_);
     }
     std::mutex mu_;
     FILE* f_;

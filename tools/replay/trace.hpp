@@ -1,6 +1,8 @@
 // The allocation-trace parser (format: docs/TRACE_FORMAT.md), std-only so tests and fuzzers can include it.
 #pragma once
 
+#include "../common/trace_format.hpp"
+
 #include <charconv>
 #include <cstddef>
 #include <cstdint>
@@ -84,7 +86,7 @@ inline bool parse_hex(std::string_view s, std::uint64_t& v) {
 }  // namespace detail
 
 // The header every trace starts with.
-inline constexpr std::string_view trace_header = "clpool-trace 1";
+inline constexpr std::string_view trace_header = tools::trace_format::header;
 
 // Parses a whole trace. Lines end in "\n" (a "\r" before it is dropped);
 // blank lines and lines starting with '#' are skipped. Checks the header,
@@ -95,6 +97,11 @@ inline constexpr std::string_view trace_header = "clpool-trace 1";
 // trace, naming the line and what was expected; std::bad_alloc if memory runs out.
 // Cost: O(length of text). Thread-safe (no shared state).
 inline Trace parse_trace(std::string_view text) {
+    namespace fmt = tools::trace_format;
+    namespace field = fmt::field;
+    // " (field N)": where a bad field sits, counted from 1.
+    const auto at = [](std::size_t i) { return " (field " + std::to_string(i + 1) + ")"; };
+    const auto quoted = [](std::string_view s) { return "'" + std::string(s) + "'"; };
     Trace trace;
     std::unordered_map<std::uint64_t, std::size_t> live;  // id -> index of its alloc event
     std::size_t line_no = 0;
@@ -111,18 +118,18 @@ inline Trace parse_trace(std::string_view text) {
         auto fail = [&](const std::string& what) { return trace_error(line_no, what + ": " + detail::quote(line)); };
         if (!header_seen) {
             if (line != trace_header) {
-                if (line.substr(0, 13) == "clpool-trace ")
+                if (line.substr(0, fmt::header_prefix.size()) == fmt::header_prefix)
                     throw fail("unsupported trace version; expected the header '" + std::string(trace_header) + "'");
                 throw fail("not a clpool trace; expected the header '" + std::string(trace_header) + "'");
             }
             header_seen = true;
             continue;
         }
-        if (line.empty() || line.front() == '#') continue;
+        if (line.empty() || line.front() == fmt::comment) continue;
 
         fields.clear();
         for (std::size_t start = 0;;) {
-            const std::size_t sp = line.find(' ', start);
+            const std::size_t sp = line.find(fmt::separator, start);
             fields.push_back(line.substr(start, sp == std::string_view::npos ? std::string_view::npos : sp - start));
             if (sp == std::string_view::npos) break;
             start = sp + 1;
@@ -131,46 +138,50 @@ inline Trace parse_trace(std::string_view text) {
             if (fields[i].empty())
                 throw fail("empty field " + std::to_string(i + 1) +
                            "; expected fields separated by single spaces, no leading or trailing space");
-        if (fields.size() < 2)
-            throw fail("too few fields; expected '<t_ns> alloc <id> <ctx> <flags> <bytes>' or '<t_ns> free <id>'");
+        if (fields.size() <= field::op)
+            throw fail("too few fields; expected " + quoted(fmt::alloc_syntax) + " or " + quoted(fmt::free_syntax));
 
         Event e;
         e.line = line_no;
-        if (!detail::parse_dec(fields[0], e.t_ns))
-            throw fail("bad time '" + std::string(fields[0].substr(0, 40)) +
-                       "'; expected a decimal count of nanoseconds (field 1)");
+        if (!detail::parse_dec(fields[field::t_ns], e.t_ns))
+            throw fail("bad time '" + std::string(fields[field::t_ns].substr(0, 40)) +
+                       "'; expected a decimal count of nanoseconds" + at(field::t_ns));
         if (last_t_line && e.t_ns < last_t)
             throw fail("time " + std::to_string(e.t_ns) + " is before " + std::to_string(last_t) + " on line " +
                        std::to_string(last_t_line) + "; expected times that never decrease");
         last_t = e.t_ns;
         last_t_line = line_no;
-        if (fields[1] == "alloc") {
-            if (fields.size() != 6)
-                throw fail("alloc has " + std::to_string(fields.size()) +
-                           " fields; expected 6: '<t_ns> alloc <id> <ctx> <flags> <bytes>'");
+        const std::string_view op_name = fields[field::op];
+        if (op_name == fmt::op_alloc) {
+            if (fields.size() != fmt::alloc_fields)
+                throw fail("alloc has " + std::to_string(fields.size()) + " fields; expected " +
+                           std::to_string(fmt::alloc_fields) + ": " + quoted(fmt::alloc_syntax));
             e.kind = op::alloc;
-            if (!detail::parse_dec(fields[2], e.id))
-                throw fail("bad id '" + std::string(fields[2].substr(0, 40)) + "'; expected a decimal id (field 3)");
-            if (!detail::parse_hex(fields[3], e.ctx))
-                throw fail("bad context '" + std::string(fields[3].substr(0, 40)) +
-                           "'; expected a hex token like 0x1 (field 4)");
-            if (!detail::parse_hex(fields[4], e.flags))
-                throw fail("bad flags '" + std::string(fields[4].substr(0, 40)) +
-                           "'; expected hex cl_mem_flags like 0x1 (field 5)");
-            if (!detail::parse_dec(fields[5], e.bytes))
-                throw fail("bad size '" + std::string(fields[5].substr(0, 40)) +
-                           "'; expected a decimal byte count (field 6)");
-            if (e.bytes == 0) throw fail("size 0; expected at least 1 byte (field 6)");
+            if (!detail::parse_dec(fields[field::id], e.id))
+                throw fail("bad id '" + std::string(fields[field::id].substr(0, 40)) + "'; expected a decimal id" +
+                           at(field::id));
+            if (!detail::parse_hex(fields[field::ctx], e.ctx))
+                throw fail("bad context '" + std::string(fields[field::ctx].substr(0, 40)) +
+                           "'; expected a hex token like 0x1" + at(field::ctx));
+            if (!detail::parse_hex(fields[field::flags], e.flags))
+                throw fail("bad flags '" + std::string(fields[field::flags].substr(0, 40)) +
+                           "'; expected hex cl_mem_flags like 0x1" + at(field::flags));
+            if (!detail::parse_dec(fields[field::bytes], e.bytes))
+                throw fail("bad size '" + std::string(fields[field::bytes].substr(0, 40)) +
+                           "'; expected a decimal byte count" + at(field::bytes));
+            if (e.bytes == 0) throw fail("size 0; expected at least 1 byte" + at(field::bytes));
             auto [it, fresh] = live.try_emplace(e.id, trace.events.size());
             if (!fresh)
                 throw fail("alloc of id " + std::to_string(e.id) + ", which is still live (allocated on line " +
                            std::to_string(trace.events[it->second].line) + "); expected a free of it first");
-        } else if (fields[1] == "free") {
-            if (fields.size() != 3)
-                throw fail("free has " + std::to_string(fields.size()) + " fields; expected 3: '<t_ns> free <id>'");
+        } else if (op_name == fmt::op_free) {
+            if (fields.size() != fmt::free_fields)
+                throw fail("free has " + std::to_string(fields.size()) + " fields; expected " +
+                           std::to_string(fmt::free_fields) + ": " + quoted(fmt::free_syntax));
             e.kind = op::free;
-            if (!detail::parse_dec(fields[2], e.id))
-                throw fail("bad id '" + std::string(fields[2].substr(0, 40)) + "'; expected a decimal id (field 3)");
+            if (!detail::parse_dec(fields[field::id], e.id))
+                throw fail("bad id '" + std::string(fields[field::id].substr(0, 40)) + "'; expected a decimal id" +
+                           at(field::id));
             auto it = live.find(e.id);
             if (it == live.end())
                 throw fail("free of id " + std::to_string(e.id) +
@@ -181,7 +192,8 @@ inline Trace parse_trace(std::string_view text) {
             e.bytes = a.bytes;
             live.erase(it);
         } else {
-            throw fail("unknown op '" + std::string(fields[1].substr(0, 40)) + "'; expected alloc or free (field 2)");
+            throw fail("unknown op '" + std::string(op_name.substr(0, 40)) + "'; expected " + fmt::op_alloc + " or " +
+                       fmt::op_free + at(field::op));
         }
         trace.events.push_back(e);
     }
