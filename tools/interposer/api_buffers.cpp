@@ -1,0 +1,313 @@
+// The buffer calls: pooled creation behind clCreateBuffer; counts, queries and callbacks as OpenCL promises them.
+#include "next.hpp"
+#include "state.hpp"
+
+#include <bit>
+
+namespace clpool::interpose {
+namespace {
+
+constexpr cl_mem_flags access_bits = CL_MEM_READ_WRITE | CL_MEM_WRITE_ONLY | CL_MEM_READ_ONLY;
+constexpr cl_mem_flags host_access_bits = CL_MEM_HOST_WRITE_ONLY | CL_MEM_HOST_READ_ONLY | CL_MEM_HOST_NO_ACCESS;
+constexpr cl_mem_flags poolable_bits = access_bits | host_access_bits | CL_MEM_ALLOC_HOST_PTR | CL_MEM_COPY_HOST_PTR;
+
+bool poolable(cl_mem_flags flags, std::size_t size, const void* host_ptr) noexcept {
+    if (size == 0 || (flags & ~poolable_bits) != 0) return false;  // the driver answers errors and rare flags
+    if (std::popcount(flags & access_bits) > 1 || std::popcount(flags & host_access_bits) > 1) return false;
+    if (flags & CL_MEM_COPY_HOST_PTR) {
+        // The copy is an enqueued write, which host-access flags would forbid.
+        return host_ptr != nullptr && (flags & host_access_bits) == 0;
+    }
+    return host_ptr == nullptr;
+}
+
+void trace_passthrough(State& st, cl_mem m, cl_context c, cl_mem_flags flags, std::size_t size) {
+    ++st.passthrough;
+    if (!st.trace) return;
+    unsigned token = 0;
+    {
+        std::lock_guard lock(st.mu);
+        if (auto cs = open_context(st, c)) token = cs->token;
+    }
+    const std::uint64_t id = st.trace->alloc(token, flags, size);
+    // The driver says when it frees the buffer; the callback writes only the trace.
+    next().clSetMemObjectDestructorCallback(
+        m, [](cl_mem, void* p) { state().trace->free(reinterpret_cast<std::uintptr_t>(p)); },
+        reinterpret_cast<void*>(static_cast<std::uintptr_t>(id)));
+}
+
+// The pooled path; nullptr (with *err untouched) when it cannot serve the call.
+// The driver work (a miss's allocation and commit, the COPY_HOST_PTR write)
+// runs outside State::mu: a driver thread running an application callback
+// that calls the interposer must never wait for a thread that waits for it.
+cl_mem create_pooled(State& st, cl_context c, cl_mem_flags flags, std::size_t size, void* host_ptr, cl_int* err) {
+    std::shared_ptr<ContextState> cs;
+    std::shared_ptr<PoolT> pool;
+    cl_command_queue writer = nullptr;
+    {
+        std::lock_guard lock(st.mu);
+        cs = open_context(st, c);
+        if (!cs) return nullptr;  // a context created before the interposer saw it: pass through
+        try {
+            pool = pool_for(*cs, flags & ~CL_MEM_COPY_HOST_PTR);
+        } catch (...) {  // the context cannot be queried, invalid CLPOOL_MAX_CACHED_GB: the driver answers
+            ++st.fallbacks;
+            return nullptr;
+        }
+        if (flags & CL_MEM_COPY_HOST_PTR) {
+            cl_int e = CL_SUCCESS;
+            if (!cs->writer) cs->writer = next().clCreateCommandQueue(c, cs->device, 0, &e);
+            if (!cs->writer || next().clRetainCommandQueue(cs->writer) != CL_SUCCESS) {
+                ++st.fallbacks;
+                return nullptr;
+            }
+            writer = cs->writer;  // retained: a context closing meanwhile cannot free it under us
+        }
+    }
+    struct writer_ref {  // released on every way out
+        cl_command_queue q;
+        ~writer_ref() {
+            if (q) next().clReleaseCommandQueue(q);
+        }
+    } writer_hold{writer};
+    PoolT::handle h;
+    bool driver_oom = false;  // over every attempt: the tombstones' drop must not be skipped
+    std::unique_lock lock(st.mu, std::defer_lock);
+    // A bucket that must first wait for a fence goes back to its pool, and the
+    // pool is asked again (a few times at most, then the driver answers).
+    for (int attempt = 0;; ++attempt) {
+        if (attempt == 8) {
+            ++st.fallbacks;
+            return nullptr;
+        }
+        try {
+            tl_driver_oom = false;
+            try {
+                h = pool->allocate(size);
+            } catch (const out_of_memory&) {
+                {
+                    std::lock_guard oom_lock(st.mu);
+                    ++st.oom_retries;
+                    if (cs->open) give_back(st, *cs);
+                }
+                h = pool->try_allocate(size);
+            }
+        } catch (...) {
+            // size above the device limit, other driver errors: the driver answers.
+        }
+        driver_oom = driver_oom || tl_driver_oom;
+        if (h && writer) {
+            // The core's write runs on its own queue: it must not overtake the
+            // old owner's commands, so check the bucket before writing.
+            std::lock_guard check(st.mu);
+            const reissue r = check_reissue(st, *cs, h, true);
+            if (r == reissue::wait) continue;
+            if (r == reissue::fail) {
+                ++st.fallbacks;
+                return nullptr;
+            }
+        }
+        cl_int write_err = CL_SUCCESS;
+        if (h && writer)
+            write_err = clEnqueueWriteBuffer(writer, h.buffer()(), CL_TRUE, 0, size, host_ptr, 0, nullptr, nullptr);
+
+        lock.lock();
+        if (driver_oom) {
+            // The pool trimmed itself: its tombstones name buckets that are gone.
+            drop_tombstones(st, [&](const MemRec* r) { return r->pool == pool.get(); });
+        }
+        if (!h || write_err != CL_SUCCESS || !cs->open) {
+            ++st.fallbacks;
+            return nullptr;  // h goes back to its pool (or to the driver, if the context closed meanwhile)
+        }
+        // Again under this lock: a queue created since may have fenced the bucket.
+        const reissue r = check_reissue(st, *cs, h, writer != nullptr);
+        if (r == reissue::ok) break;
+        if (r == reissue::fail) {
+            ++st.fallbacks;
+            return nullptr;
+        }
+        lock.unlock();
+    }
+    const cl_mem bucket = h.buffer()();
+    MemRec* rec = nullptr;
+    if (auto t = st.mems.find(bucket); t != st.mems.end()) {
+        rec = t->second.get();  // the bucket's tombstone: it serves again
+        release_dead_subs(st, rec);
+    } else {
+        auto owned = std::make_unique<MemRec>();
+        rec = owned.get();
+        rec->mem = bucket;
+        st.mems[bucket] = std::move(owned);
+    }
+    rec->ctx = cs;
+    rec->flags = flags;
+    rec->size = size;
+    rec->refs = 1;
+    rec->parent = nullptr;
+    rec->live_subs = 0;
+    rec->callbacks.clear();
+    rec->pool = pool.get();
+    rec->reuse.fence.reset();  // completed, if it had one; `unfenced` stays (see reuse::BufferMark)
+    rec->block = std::move(h);
+    if (st.trace) rec->trace_id = st.trace->alloc(cs->token, flags, size);
+    if (err) *err = CL_SUCCESS;
+    return rec->mem;
+}
+
+}  // namespace
+
+namespace core {
+
+cl_mem create_buffer(cl_context c, cl_mem_flags flags, size_t size, void* host_ptr, cl_int* err) {
+    core_scope guard;
+    State& st = state();
+    if (poolable(flags, size, host_ptr)) {
+        if (cl_mem m = create_pooled(st, c, flags, size, host_ptr, err)) return m;
+    }
+    cl_mem m = next().clCreateBuffer(c, flags, size, host_ptr, err);
+    if (m) trace_passthrough(st, m, c, flags, size);
+    return m;
+}
+
+cl_mem create_buffer_with_properties(cl_context c, const cl_mem_properties* props, cl_mem_flags flags, size_t size,
+                                     void* host_ptr, cl_int* err) {
+    if (!props || props[0] == 0) return create_buffer(c, flags, size, host_ptr, err);
+    core_scope guard;
+    State& st = state();
+    cl_mem m = next().clCreateBufferWithProperties(c, props, flags, size, host_ptr, err);
+    if (m) trace_passthrough(st, m, c, flags, size);
+    return m;
+}
+
+cl_mem create_sub_buffer(cl_mem parent, cl_mem_flags flags, cl_buffer_create_type type, const void* info,
+                         cl_int* err) {
+    core_scope guard;
+    State& st = state();
+    std::unique_lock lock(st.mu);
+    auto it = st.mems.find(parent);
+    if (it == st.mems.end()) {
+        lock.unlock();
+        return next().clCreateSubBuffer(parent, flags, type, info, err);
+    }
+    MemRec* rec = it->second.get();
+    auto fail = [&](cl_int code) -> cl_mem {
+        if (err) *err = code;
+        return nullptr;
+    };
+    if (rec->refs == 0 || rec->parent) return fail(CL_INVALID_MEM_OBJECT);  // freed, or a sub-buffer's sub-buffer
+    if (type != CL_BUFFER_CREATE_TYPE_REGION || !info) return fail(CL_INVALID_VALUE);
+    const auto* region = static_cast<const cl_buffer_region*>(info);
+    if (region->size == 0) return fail(CL_INVALID_BUFFER_SIZE);
+    if (region->origin > rec->size || region->size > rec->size - region->origin) return fail(CL_INVALID_VALUE);
+    cl_mem sub = next().clCreateSubBuffer(parent, flags, type, info, err);
+    if (!sub) return nullptr;
+    auto owned = std::make_unique<MemRec>();
+    owned->mem = sub;
+    owned->ctx = rec->ctx;
+    owned->flags = flags;
+    owned->size = region->size;
+    owned->parent = rec;
+    ++rec->live_subs;
+    st.mems[sub] = std::move(owned);
+    ++st.sub_buffers;
+    return sub;
+}
+
+cl_int retain_mem(cl_mem m) {
+    core_scope guard;
+    State& st = state();
+    std::unique_lock lock(st.mu);
+    auto it = st.mems.find(m);
+    if (it == st.mems.end()) {
+        lock.unlock();
+        return next().clRetainMemObject(m);
+    }
+    if (it->second->refs == 0) return CL_INVALID_MEM_OBJECT;
+    ++it->second->refs;
+    return CL_SUCCESS;
+}
+
+cl_int release_mem(cl_mem m) {
+    core_scope guard;
+    State& st = state();
+    std::vector<std::pair<mem_notify, void*>> callbacks;
+    {
+        std::unique_lock lock(st.mu);
+        auto it = st.mems.find(m);
+        if (it == st.mems.end()) {
+            lock.unlock();
+            return next().clReleaseMemObject(m);
+        }
+        MemRec* rec = it->second.get();
+        if (rec->refs == 0) return CL_INVALID_MEM_OBJECT;  // released already: the handle is a tombstone
+        if (--rec->refs > 0) return CL_SUCCESS;
+        callbacks = std::move(rec->callbacks);
+        rec->callbacks.clear();
+        if (MemRec* parent = rec->parent) {
+            --parent->live_subs;
+            parent->dead_subs.push_back(m);
+            if (parent->refs == 0 && parent->live_subs == 0) recycle(st, parent);
+        } else {
+            if (st.trace) st.trace->free(rec->trace_id);
+            if (rec->live_subs == 0) recycle(st, rec);
+        }
+    }
+    // The application's destructor callbacks, last registered first, outside the lock.
+    app_scope as_app;
+    for (auto cb = callbacks.rbegin(); cb != callbacks.rend(); ++cb) cb->first(m, cb->second);
+    return CL_SUCCESS;
+}
+
+cl_int get_mem_info(cl_mem m, cl_mem_info param, size_t size, void* value, size_t* size_ret) {
+    core_scope guard;
+    State& st = state();
+    std::unique_lock lock(st.mu);
+    auto it = st.mems.find(m);
+    if (it == st.mems.end()) {
+        lock.unlock();
+        return next().clGetMemObjectInfo(m, param, size, value, size_ret);
+    }
+    const MemRec* rec = it->second.get();
+    if (rec->refs == 0) return CL_INVALID_MEM_OBJECT;
+    switch (param) {
+    case CL_MEM_REFERENCE_COUNT:
+        return answer<cl_uint>(rec->refs, size, value, size_ret);
+    case CL_MEM_SIZE:
+        return answer<size_t>(rec->size, size, value, size_ret);
+    case CL_MEM_FLAGS: {
+        // The driver's answer (the bucket was made with the application's flags),
+        // plus the COPY_HOST_PTR the core did by hand.
+        cl_mem_flags f = 0;
+        const cl_int rc = next().clGetMemObjectInfo(m, CL_MEM_FLAGS, sizeof f, &f, nullptr);
+        if (rc != CL_SUCCESS) return rc;
+        const cl_mem_flags asked = rec->parent ? rec->parent->flags : rec->flags;
+        return answer<cl_mem_flags>(f | (asked & CL_MEM_COPY_HOST_PTR), size, value, size_ret);
+    }
+    default:  // CL_MEM_OFFSET, CL_MEM_TYPE, CL_MEM_CONTEXT, CL_MEM_ASSOCIATED_MEMOBJECT, ...: the driver's are right
+        return next().clGetMemObjectInfo(m, param, size, value, size_ret);
+    }
+}
+
+cl_int set_mem_destructor_callback(cl_mem m, mem_notify notify, void* user_data) {
+    core_scope guard;
+    State& st = state();
+    std::unique_lock lock(st.mu);
+    auto it = st.mems.find(m);
+    if (it == st.mems.end()) {
+        lock.unlock();
+        return next().clSetMemObjectDestructorCallback(m, notify, user_data);
+    }
+    if (!notify) return CL_INVALID_VALUE;
+    if (it->second->refs == 0) return CL_INVALID_MEM_OBJECT;
+    try {
+        it->second->callbacks.emplace_back(notify, user_data);
+    } catch (...) {
+        return CL_OUT_OF_HOST_MEMORY;
+    }
+    return CL_SUCCESS;
+}
+
+}  // namespace core
+
+}  // namespace clpool::interpose

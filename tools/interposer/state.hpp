@@ -1,0 +1,152 @@
+// The core's state model: the application's contexts, queues and buffers as the core keeps them, under one mutex.
+#pragma once
+
+#include "core.hpp"
+#include "pool_adapters.hpp"
+#include "reuse_order.hpp"
+#include "trace_writer.hpp"
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+// How a pooled buffer looks to the application (docs/DROPIN.md has the why):
+// the application's handle is the pool's bucket buffer itself (power-of-two
+// size). The core answers the queries that would show the bucket
+// (CL_MEM_SIZE, CL_MEM_REFERENCE_COUNT, CL_MEM_FLAGS) and checks buffer
+// transfers and sub-buffers against the size the application asked for. The
+// core keeps the application's reference count itself; when it reaches zero
+// the application's destructor callbacks fire, and once the buffer's own
+// sub-buffers are gone the bucket goes back to the pool, ordered by the
+// reuse-ordering protocol (reuse_order.hpp). The record stays as a tombstone
+// while the bucket sits in the cache (the driver object is alive: the pool
+// holds it), so a second release is answered CL_INVALID_MEM_OBJECT; it is
+// dropped the moment the bucket goes back to the driver.
+namespace clpool::interpose {
+
+struct ContextState {
+    cl_context ctx = nullptr;
+    cl_uint refs = 1;  // the application's count
+    unsigned token = 0;
+    bool open = true;  // false once the application released it
+    cl_device_id device = nullptr;
+    std::map<cl_mem_flags, std::shared_ptr<PoolT>> pools;  // shared: an allocation in flight keeps its pool
+    reuse::ContextOrder order{reuse::opencl_driver()};      // the application's live queues, and when reuse is safe
+    cl_command_queue writer = nullptr;                      // the core's queue for CL_MEM_COPY_HOST_PTR data
+};
+
+struct MemRec {
+    cl_mem mem = nullptr;  // the application's handle: the bucket, or a sub-buffer of it
+    std::shared_ptr<ContextState> ctx;
+    cl_mem_flags flags = 0;    // as asked
+    std::size_t size = 0;      // as asked
+    cl_uint refs = 1;          // the application's count; 0 = freed (a tombstone)
+    MemRec* parent = nullptr;  // application sub-buffers: the pooled buffer they are part of
+    std::size_t live_subs = 0;
+    std::vector<cl_mem> dead_subs;  // freed sub-buffers kept alive with their parent's tombstone
+    std::vector<std::pair<core::mem_notify, void*>> callbacks;
+    PoolT::handle block;    // pooled buffers: the bucket, until recycled
+    PoolT* pool = nullptr;  // pooled buffers: where the bucket goes back
+    std::uint64_t trace_id = 0;
+    reuse::BufferMark reuse;  // pooled buffers: how its last release was fenced
+};
+
+struct QueueRec {
+    std::shared_ptr<ContextState> ctx;
+    cl_uint refs = 1;
+};
+
+struct Totals {  // stats of pools already destroyed
+    std::uint64_t hits = 0, misses = 0, evictions = 0;
+    std::size_t peak_held = 0;  // the largest any one pool ever held
+};
+
+struct State {
+    std::mutex mu;
+    std::unordered_map<cl_context, std::shared_ptr<ContextState>> contexts;
+    std::unordered_map<cl_command_queue, QueueRec> queues;
+    std::unordered_map<cl_mem, std::unique_ptr<MemRec>> mems;
+    Totals closed;
+    unsigned next_token = 0;
+    std::uint64_t rewaits = 0;  // buckets a pool handed out that went back to wait for a fence (counted as hits)
+    std::atomic<std::uint64_t> passthrough{0}, fallbacks{0}, sub_buffers{0}, oom_retries{0};
+    std::atomic<bool> saw_context{false};
+    bool report = false;
+    Trace* trace = nullptr;
+    const char* mode = "preload";
+};
+
+// The one State. Never destroyed: the exit report must not race a static
+// destructor, and no OpenCL call may run at exit.
+State& state();
+// Reads CLPOOL_REPORT into st and registers what runs at exit (exit_report.cpp).
+void arm_exit_report(State& st);
+
+// Fills an info query's answer as the driver would: CL_INVALID_VALUE when the
+// caller's room is too small.
+template <class T>
+cl_int answer(const T& v, std::size_t size, void* value, std::size_t* size_ret) {
+    if (value) {
+        if (size < sizeof(T)) return CL_INVALID_VALUE;
+        std::memcpy(value, &v, sizeof(T));
+    }
+    if (size_ret) *size_ret = sizeof(T);
+    return CL_SUCCESS;
+}
+
+// --- under State::mu from here on -------------------------------------------------------------------
+
+void release_dead_subs(State& st, MemRec* rec) noexcept;
+// Drops a tombstone: its dead sub-buffers, then the record (the bucket is the pool's).
+void destroy_tombstone(State& st, MemRec* rec) noexcept;
+
+// Drops every tombstone of the pools `which` accepts (before those pools give
+// their buckets back, or after they did).
+template <class Which>
+void drop_tombstones(State& st, Which which) {
+    std::vector<MemRec*> doomed;
+    for (auto& [m, rec] : st.mems)
+        if (!rec->parent && rec->refs == 0 && which(rec.get())) doomed.push_back(rec.get());
+    for (MemRec* rec : doomed) destroy_tombstone(st, rec);
+}
+
+// Gives back everything the context's pools hold but do not lend (the
+// out-of-memory answer): tombstones first, since they keep their buckets alive.
+void give_back(State& st, ContextState& cs);
+
+std::shared_ptr<PoolT> pool_for(ContextState& cs, cl_mem_flags key);
+// The context's state while the application holds it, else nullptr.
+std::shared_ptr<ContextState> open_context(State& st, cl_context c);
+// Closes a context the application released: its pools, tombstones, queues.
+// Buffers the application still holds keep working and are freed on release.
+void close_context(State& st, const std::shared_ptr<ContextState>& cs);
+
+// A context's pooled buffers and cache, as the reuse-ordering protocol asks for them.
+class ContextBuffers final : public reuse::Buffers {
+public:
+    ContextBuffers(State& st, ContextState& cs) noexcept : st_(st), cs_(cs) {}
+    void each(const std::function<void(reuse::BufferMark&, bool cached)>& f) override;
+    void give_back_cache() override { give_back(st_, cs_); }
+
+private:
+    State& st_;
+    ContextState& cs_;
+};
+
+// Hands a pooled buffer's bucket back (its count and its sub-buffers' are zero).
+void recycle(State& st, MemRec* rec);
+
+enum class reissue { ok, wait, fail };
+// Whether the bucket in h, just taken from its pool, may be handed out.
+// `wait`: it went back to its pool behind a fence; the caller asks the pool
+// again. `core_writes`: the core's COPY_HOST_PTR write comes first.
+reissue check_reissue(State& st, ContextState& cs, PoolT::handle& h, bool core_writes) noexcept;
+
+}  // namespace clpool::interpose
