@@ -1,12 +1,12 @@
 // Process lifecycle: shutdown(), queues finished at exit, fork safety, and queue waits Ctrl+C can interrupt.
 #pragma once
 
-#include <clpool/pools/host_registry.hpp>
 #include <clpool/core/has_opencl.hpp>
 #include <clpool/core/detail/process_state.hpp>
+#include <clpool/runtime/detail/registry_list.hpp>
 
 #ifdef CLPOOL_HAS_OPENCL
-#include <clpool/pools/registry.hpp>
+#include <clpool/backends/opencl.hpp>
 #include <clpool/runtime/detail/queue_registry.hpp>
 #endif
 
@@ -14,6 +14,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -75,14 +76,10 @@ inline shutdown_report shutdown() noexcept {
     } catch (...) {
     }
     r.queues_failed = queues.finish_all();
-    r.bytes_released += detail::context_registry<BufferPool>::instance().trim_all();
-    r.bytes_released += detail::context_registry<PinnedBufferPool>::instance().trim_all();
-    r.bytes_released += detail::context_registry<PersistentBufferPool>::instance().trim_all();
-    r.bytes_released += detail::context_registry<MappedPinnedPool>::instance().trim_all();
 #endif
-    r.bytes_released += detail::host_pool_slot<host::BufferPool>::trim();
-    r.bytes_released += detail::host_pool_slot<host::PinnedBufferPool>::trim();
-    r.bytes_released += detail::host_pool_slot<host::PersistentBufferPool>::trim();
+    // Every registry made in this process (pools/registry.hpp,
+    // pools/host_registry.hpp enrol themselves on first use).
+    r.bytes_released = detail::trim_registries();
     return r;
 }
 
