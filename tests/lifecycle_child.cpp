@@ -2,7 +2,9 @@
 // Usage: clpool_lifecycle_child <scenario>. Prints what it sees; the test checks output and exit status.
 #include <clpool/clpool.hpp>
 #include <clpool/devices/device.hpp>
-#include <clpool/runtime/lifecycle.hpp>
+#include <clpool/runtime/interrupts.hpp>
+#include <clpool/runtime/shutdown.hpp>
+#include <clpool/runtime/waits.hpp>
 
 #include <atomic>
 #include <chrono>

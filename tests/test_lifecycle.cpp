@@ -1,6 +1,8 @@
 // Lifecycle: exit, shutdown(), fork and Ctrl+C, each run in a child process (lifecycle_child.cpp); interruptible waits.
 #include <clpool/clpool.hpp>
-#include <clpool/runtime/lifecycle.hpp>
+#include <clpool/runtime/interrupts.hpp>
+#include <clpool/runtime/shutdown.hpp>
+#include <clpool/runtime/waits.hpp>
 
 #ifdef CLPOOL_HAS_OPENCL
 #include "opencl_env.hpp"

@@ -18,7 +18,9 @@
 
 // Capabilities with or without OpenCL.
 #include <clpool/runtime/config.hpp>
-#include <clpool/runtime/lifecycle.hpp>
+#include <clpool/runtime/interrupts.hpp>
+#include <clpool/runtime/shutdown.hpp>
+#include <clpool/runtime/waits.hpp>
 #include <clpool/pools/aliases.hpp>
 #include <clpool/pools/host_registry.hpp>
 #include <clpool/devices/device.hpp>

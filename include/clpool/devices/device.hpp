@@ -335,7 +335,7 @@ public:
     // Waits for everything queued on the device's queue (nothing to wait for
     // on the host backend). Throws driver_error if clFinish fails,
     // usage_error in a fork child for a parent's handle. Blocks the caller;
-    // lifecycle.hpp has a wait that Ctrl+C can interrupt.
+    // runtime/waits.hpp has a wait that Ctrl+C can interrupt.
     void finish() const {
 #ifdef CLPOOL_HAS_OPENCL
         if (backend_ == backend_kind::opencl) opencl::check(clFinish(opencl_queue("finish")()), "clFinish");
