@@ -1,7 +1,8 @@
 // Helper for test_lifecycle.cpp: runs one exit, shutdown, fork or Ctrl+C scenario in its own process.
 // Usage: clpool_lifecycle_child <scenario>. Prints what it sees; the test checks output and exit status.
 #include <clpool/clpool.hpp>
-#include <clpool/devices/device.hpp>
+#include <clpool/devices/device_handle.hpp>
+#include <clpool/devices/device_list.hpp>
 #include <clpool/runtime/interrupts.hpp>
 #include <clpool/runtime/shutdown.hpp>
 #include <clpool/runtime/waits.hpp>
