@@ -1,8 +1,11 @@
 // Helper for test_lifecycle.cpp: runs one exit, shutdown, fork or Ctrl+C scenario in its own process.
 // Usage: clpool_lifecycle_child <scenario>. Prints what it sees; the test checks output and exit status.
 #include <clpool/clpool.hpp>
-#include <clpool/devices/device.hpp>
-#include <clpool/runtime/lifecycle.hpp>
+#include <clpool/devices/device_handle.hpp>
+#include <clpool/devices/device_list.hpp>
+#include <clpool/runtime/interrupts.hpp>
+#include <clpool/runtime/shutdown.hpp>
+#include <clpool/runtime/waits.hpp>
 
 #include <atomic>
 #include <chrono>
@@ -13,6 +16,7 @@
 #include <functional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -84,6 +88,79 @@ int shutdown_host() {
         " freed: " + std::to_string(pool.stats().driver_frees - frees));
     say(std::string("is_shut_down: ") + (clpool::is_shut_down() ? "1" : "0"));
     clpool::shutdown();  // idempotent
+    return 0;
+}
+
+// Every registry made on first use (host and OpenCL) is reached by
+// shutdown(), which names none of them: each had 1 MiB cached.
+int shutdown_registries() {
+    std::size_t cached = 0;
+    std::vector<std::function<std::size_t()>> cached_now;
+    auto fill = [&](auto& pool, const char* name) {
+        { auto h = pool.allocate(1 << 20); }
+        const auto bytes = pool.stats().bytes_cached;
+        say(std::string(name) + " cached: " + (bytes >= (1u << 20) ? "1" : "0"));
+        cached += bytes;
+        cached_now.push_back([&pool] { return pool.stats().bytes_cached; });
+    };
+    fill(clpool::get_host_buffer_pool(), "host buffer");
+    fill(clpool::get_host_pinned_pool(), "host pinned");
+    fill(clpool::get_host_persistent_pool(), "host persistent");
+#ifdef CLPOOL_HAS_OPENCL
+    const auto& d = clpool::select_device("auto");
+    if (d.backend() == clpool::backend_kind::opencl) {
+        fill(clpool::get_buffer_pool(d.queue()), "buffer");
+        fill(clpool::get_pinned_pool(d.queue()), "pinned");
+        fill(clpool::get_persistent_pool(d.queue()), "persistent");
+        fill(clpool::get_mapped_pinned_pool(d.queue()), "mapped pinned");
+    }
+#endif
+    const auto r = clpool::shutdown();
+    say("registries: " + std::to_string(cached_now.size()));
+    say(std::string("released every cache: ") + (r.bytes_released == cached ? "1" : "0"));
+    std::size_t left = 0;
+    for (const auto& f : cached_now) left += f();
+    say("cached after: " + std::to_string(left));
+    return 0;
+}
+
+// shutdown() in a fork child reaches the child's registries: one whose type
+// the parent had made (and enrolled) and one first made in the child.
+int shutdown_fork() {
+    auto& parent_pool = clpool::get_host_buffer_pool();
+    { auto h = parent_pool.allocate(1 << 20); }
+#ifdef CLPOOL_HAS_OPENCL
+    const auto& d = clpool::select_device("auto");
+    if (d.backend() == clpool::backend_kind::opencl) {
+        auto cached = clpool::get_buffer_pool(d.queue()).allocate(1 << 20);
+    }
+#endif
+    std::fflush(stdout);
+    const pid_t pid = fork();
+    if (pid == 0) {
+#ifdef CLPOOL_HAS_OPENCL
+        const long before = cl_calls.load();
+#endif
+        auto& fresh = clpool::get_host_buffer_pool();
+        { auto h = fresh.allocate(64 << 10); }
+        auto& first = clpool::get_host_persistent_pool();  // this type's first registry: made in the child
+        { auto h = first.allocate(64 << 10); }
+        const auto cached = fresh.stats().bytes_cached + first.stats().bytes_cached;
+        const auto r = clpool::shutdown();
+        say(std::string("child: fresh pool: ") + (&fresh != &parent_pool ? "1" : "0"));
+        say(std::string("child: released its own cache: ") + (cached >= (128u << 10) && r.bytes_released == cached ? "1" : "0"));
+        say("child: cached after: " + std::to_string(fresh.stats().bytes_cached + first.stats().bytes_cached));
+        say("child: parent's pool still holds: " + std::to_string(parent_pool.stats().bytes_cached));
+#ifdef CLPOOL_HAS_OPENCL
+        say("child: OpenCL calls: " + std::to_string(cl_calls.load() - before));
+#endif
+        std::exit(0);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    say("parent: child status " + std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status)));
+    say(std::string("parent: not shut down: ") + (clpool::is_shut_down() ? "0" : "1"));
+    say("parent: cache kept: " + std::to_string(parent_pool.stats().bytes_cached));
     return 0;
 }
 
@@ -330,6 +407,8 @@ int interrupt_grace() {
 int main(int argc, char** argv) {
     const std::string s = argc > 1 ? argv[1] : "";
     if (s == "shutdown-host") return shutdown_host();
+    if (s == "shutdown-registries") return shutdown_registries();
+    if (s == "shutdown-fork") return shutdown_fork();
     if (s == "device-env") return device_env();
     if (s == "interrupt-idle") return interrupt_idle();
 #ifdef CLPOOL_HAS_OPENCL

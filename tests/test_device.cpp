@@ -1,6 +1,7 @@
-// Devices: the selector grammar (on made-up device lists), enumeration, DeviceHandle, facts, scopes.
+// Devices: enumeration, DeviceHandle, facts, scopes (the selector grammar: test_selector.cpp).
 #include <clpool/clpool.hpp>
-#include <clpool/devices/device.hpp>
+#include <clpool/devices/device_handle.hpp>
+#include <clpool/devices/device_list.hpp>
 
 #ifdef CLPOOL_HAS_OPENCL
 #include "opencl_env.hpp"
@@ -13,84 +14,6 @@
 #include <vector>
 
 using namespace clpool;
-
-namespace {
-
-device_description fake(std::size_t index, std::size_t p, std::size_t d, std::string platform, std::string vendor,
-                        std::string name, device_type type) {
-    device_description x;
-    x.index = index;
-    x.platform_index = p;
-    x.device_index = d;
-    x.platform_name = std::move(platform);
-    x.platform_vendor = std::move(vendor);
-    x.device_name = std::move(name);
-    x.type = type;
-    return x;
-}
-
-// Two platforms: PoCL with a CPU device, then NVIDIA with two GPUs.
-std::vector<device_description> two_platforms() {
-    return {fake(0, 0, 0, "Portable Computing Language", "The pocl project", "pthread-skylake", device_type::cpu),
-            fake(1, 1, 0, "NVIDIA CUDA", "NVIDIA Corporation", "NVIDIA H100 80GB HBM3", device_type::gpu),
-            fake(2, 1, 1, "NVIDIA CUDA", "NVIDIA Corporation", "NVIDIA GeForce RTX 4090", device_type::gpu)};
-}
-
-device_match ocl(std::size_t i) { return {backend_kind::opencl, i}; }
-const device_match host_match{backend_kind::host, 0};
-
-std::string error_of(std::string_view spec, const std::vector<device_description>& devices) {
-    try {
-        match_device(spec, devices, "CLPOOL_DEVICE");
-    } catch (const config_error& e) {
-        return e.what();
-    }
-    return "no error";
-}
-
-}  // namespace
-
-TEST_CASE("match_device: auto prefers a GPU, then any OpenCL device, then the host backend") {
-    const auto devs = two_platforms();
-    CHECK(match_device("auto", devs) == ocl(1));
-    CHECK(match_device("AUTO", devs) == ocl(1));
-    const std::vector<device_description> cpu_only(devs.begin(), devs.begin() + 1);
-    CHECK(match_device("auto", cpu_only) == ocl(0));
-    CHECK(match_device("auto", {}) == host_match);
-    CHECK(match_device("host", devs) == host_match);
-}
-
-TEST_CASE("match_device: types, indices, platform:device pairs and names") {
-    const auto devs = two_platforms();
-    CHECK(match_device("gpu", devs) == ocl(1));
-    CHECK(match_device("cpu", devs) == ocl(0));
-    CHECK(match_device("2", devs) == ocl(2));
-    CHECK(match_device("0", devs) == ocl(0));
-    CHECK(match_device("1:1", devs) == ocl(2));
-    CHECK(match_device("0:0", devs) == ocl(0));
-    CHECK(match_device("platform:nvidia", devs) == ocl(1));
-    CHECK(match_device("platform:pocl", devs) == ocl(0));  // the vendor string matches too
-    CHECK(match_device("platform:Portable", devs) == ocl(0));
-    CHECK(match_device("device:4090", devs) == ocl(2));
-    CHECK(match_device("pocl", devs) == ocl(0));
-    CHECK(match_device("rtx", devs) == ocl(2));
-    CHECK(match_device("nvidia", devs) == ocl(1));
-}
-
-TEST_CASE("match_device: a selector that matches nothing names itself and lists every device") {
-    const auto devs = two_platforms();
-    for (const char* bad : {"accelerator", "3", "0:1", "2:0", "platform:amd", "device:mi300", "amd", "platform:",
-                            "gpu:0", "-1", "99999999999"}) {
-        CAPTURE(bad);
-        const auto msg = error_of(bad, devs);
-        CHECK(msg.find("CLPOOL_DEVICE='" + std::string(bad) + "'") != std::string::npos);
-        CHECK(msg.find("NVIDIA GeForce RTX 4090") != std::string::npos);
-        CHECK(msg.find("pthread-skylake") != std::string::npos);
-        CHECK(msg.find("host") != std::string::npos);
-    }
-    CHECK(error_of("gpu", {}).find("no OpenCL device found") != std::string::npos);
-    CHECK(error_of("0", {}).find("out of range") != std::string::npos);
-}
 
 TEST_CASE("CLPOOL_DEVICE values are trimmed, and an empty one is a config_error") {
     CHECK(config::parse_device_spec("CLPOOL_DEVICE", "  gpu ") == "gpu");

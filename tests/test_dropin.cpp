@@ -167,6 +167,23 @@ TEST_CASE("CL_MEM_COPY_HOST_PTR is pooled with the data written; CL_MEM_USE_HOST
     CHECK_FALSE(dropin_stats(f.context, CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR).has_value());
 }
 
+TEST_CASE("poolable: the calls a pool serves unseen, and those left to the driver") {
+    using clpool::detail::poolable;
+    int data = 0;
+    CHECK(poolable(CL_MEM_READ_WRITE, 64, nullptr));
+    CHECK(poolable(0, 64, nullptr));  // flags 0 is CL_MEM_READ_WRITE
+    CHECK(poolable(CL_MEM_READ_ONLY | CL_MEM_HOST_NO_ACCESS | CL_MEM_ALLOC_HOST_PTR, 1, nullptr));
+    CHECK(poolable(CL_MEM_WRITE_ONLY | CL_MEM_COPY_HOST_PTR, 4, &data));
+    CHECK_FALSE(poolable(CL_MEM_READ_WRITE, 0, nullptr));                            // size 0: the driver's error
+    CHECK_FALSE(poolable(CL_MEM_READ_WRITE, 64, &data));                             // host_ptr without a copy flag
+    CHECK_FALSE(poolable(CL_MEM_COPY_HOST_PTR, 4, nullptr));                         // copy from nothing
+    CHECK_FALSE(poolable(CL_MEM_COPY_HOST_PTR | CL_MEM_HOST_NO_ACCESS, 4, &data));  // the copy is a write
+    CHECK_FALSE(poolable(CL_MEM_USE_HOST_PTR, 4, &data));
+    CHECK_FALSE(poolable(CL_MEM_READ_ONLY | CL_MEM_WRITE_ONLY, 64, nullptr));
+    CHECK_FALSE(poolable(CL_MEM_HOST_READ_ONLY | CL_MEM_HOST_WRITE_ONLY, 64, nullptr));
+    CHECK_FALSE(poolable(cl_mem_flags{1} << 40, 64, nullptr));  // a flag clpool does not know
+}
+
 TEST_CASE("invalid arguments get the driver's own errors") {
     Fresh f;
     cl_int err = CL_SUCCESS;

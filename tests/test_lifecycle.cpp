@@ -1,6 +1,8 @@
 // Lifecycle: exit, shutdown(), fork and Ctrl+C, each run in a child process (lifecycle_child.cpp); interruptible waits.
 #include <clpool/clpool.hpp>
-#include <clpool/runtime/lifecycle.hpp>
+#include <clpool/runtime/interrupts.hpp>
+#include <clpool/runtime/shutdown.hpp>
+#include <clpool/runtime/waits.hpp>
 
 #ifdef CLPOOL_HAS_OPENCL
 #include "opencl_env.hpp"
@@ -105,6 +107,37 @@ TEST_CASE("shutdown() gives the host pools' cache back, then every pool refuses 
     CHECK(has(r, "registry after shutdown: usage_error"));
     CHECK(has(r, "release after shutdown cached: 0 freed: 1"));
     CHECK(has(r, "is_shut_down: 1"));
+}
+
+TEST_CASE("shutdown() trims every registry made on first use, host and OpenCL, without naming them") {
+    const auto r = run_child("shutdown-registries");
+    CAPTURE(r.output);
+    CHECK(r.status == 0);
+    for (const char* name : {"host buffer", "host pinned", "host persistent"}) CHECK(has(r, std::string(name) + " cached: 1"));
+#ifdef CLPOOL_HAS_OPENCL
+    for (const char* name : {"buffer", "pinned", "persistent", "mapped pinned"}) CHECK(has(r, std::string("\n") + name + " cached: 1"));
+    CHECK(has(r, "registries: 7"));
+#else
+    CHECK(has(r, "registries: 3"));
+#endif
+    CHECK(has(r, "released every cache: 1"));
+    CHECK(has(r, "cached after: 0"));
+}
+
+TEST_CASE("shutdown() in a fork child trims the child's registries, not the parent's") {
+    const auto r = run_child("shutdown-fork");
+    CAPTURE(r.output);
+    CHECK(r.status == 0);
+    CHECK(has(r, "child: fresh pool: 1"));
+    CHECK(has(r, "child: released its own cache: 1"));
+    CHECK(has(r, "child: cached after: 0"));
+    CHECK(has(r, "child: parent's pool still holds: 1048576"));
+#ifdef CLPOOL_HAS_OPENCL
+    CHECK(has(r, "child: OpenCL calls: 0"));
+#endif
+    CHECK(has(r, "parent: child status 0"));
+    CHECK(has(r, "parent: not shut down: 1"));
+    CHECK(has(r, "parent: cache kept: 1048576"));
 }
 
 TEST_CASE("CLPOOL_DEVICE picks the default device; a value that matches nothing is a config_error listing devices") {

@@ -47,6 +47,13 @@ TEST_CASE("get_*_pool returns one pool per context, the same from every thread a
     clGetMemObjectInfo(h.buffer()(), CL_MEM_CONTEXT, sizeof owner, &owner, nullptr);
     CHECK(owner == other());
     h.release();
+    CHECK(theirs.stats().bytes_cached > 0);
+    { auto p = get_pinned_pool(other_q).allocate(100); }
+    CHECK(get_pinned_pool(other_q).stats().bytes_cached > 0);
+    release_pools(other);  // every registry's pools of `other` go
+    // Pools made for the context afterwards are fresh ones: nothing cached.
+    CHECK(get_buffer_pool(other_q).stats().bytes_cached == 0);
+    CHECK(get_pinned_pool(other_q).stats().bytes_cached == 0);
     release_pools(other);  // the context can now go
 }
 #endif

@@ -279,9 +279,13 @@ TEST_CASE("bad transfers are refused with the numbers, and nothing is written") 
     // The raw buffer's limit is its real size.
     CHECK_THROWS_AS(upload(env.queue, dev.buffer(), 0, src.data(), dev.bucket_size() + 1, o), size_error);
     CHECK_THROWS_AS(upload(env.queue, dev, std::size_t(-1), src.data(), 2, o), size_error);
-    CHECK_THROWS_AS(upload(env.queue, dev, 0, nullptr, 10, o), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(upload(env.queue, dev, 0, nullptr, 10, o),
+                         doctest::Contains("clpool: transfer of 10 bytes with a null host pointer"), usage_error);
     BufferPool::handle empty;
-    CHECK_THROWS_AS(upload(env.queue, empty, 0, src.data(), 1, o), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(upload(env.queue, empty, 0, src.data(), 1, o),
+                         doctest::Contains("clpool: upload of 1 bytes at offset 0 into an empty handle"), usage_error);
+    CHECK_THROWS_WITH_AS(download(env.queue, src.data(), empty, 3, 1, o),
+                         doctest::Contains("clpool: download of 1 bytes at offset 3 from an empty handle"), usage_error);
 
     auto bad = o;
     bad.staging_buffers = 1;

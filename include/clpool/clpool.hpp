@@ -18,10 +18,14 @@
 
 // Capabilities with or without OpenCL.
 #include <clpool/runtime/config.hpp>
-#include <clpool/runtime/lifecycle.hpp>
+#include <clpool/runtime/interrupts.hpp>
+#include <clpool/runtime/shutdown.hpp>
+#include <clpool/runtime/waits.hpp>
 #include <clpool/pools/aliases.hpp>
 #include <clpool/pools/host_registry.hpp>
-#include <clpool/devices/device.hpp>
+#include <clpool/devices/device_handle.hpp>
+#include <clpool/devices/device_list.hpp>
+#include <clpool/devices/selector.hpp>
 #include <clpool/shapes/shape_trie.hpp>
 
 // The OpenCL parts need OpenCL-CLHPP; define CLPOOL_NO_OPENCL to build

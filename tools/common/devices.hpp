@@ -1,8 +1,9 @@
-// Device listing and choice for the tools, through clpool/devices/device.hpp: the same selectors and CLPOOL_DEVICE.
+// Device listing and choice for the tools, through clpool/devices/ (device_list.hpp, selector.hpp): the same selectors and CLPOOL_DEVICE.
 #pragma once
 
 #include <clpool/clpool.hpp>
-#include <clpool/devices/device.hpp>
+#include <clpool/devices/device_list.hpp>
+#include <clpool/devices/selector.hpp>
 
 #include <cstdint>
 #include <cstdlib>

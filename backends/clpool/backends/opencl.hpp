@@ -60,11 +60,13 @@ inline std::string device_string(cl_device_id d, cl_device_info what) {
 }
 
 // The first GPU of any platform, else the first device of any type (PoCL on
-// a machine without a GPU). Throws std::runtime_error naming what is missing.
+// a machine without a GPU). Throws driver_error naming what is missing.
 inline cl_device_id first_gpu_or_any_device() {
     cl_uint nplat = 0;
-    if (clGetPlatformIDs(0, nullptr, &nplat) != CL_SUCCESS || nplat == 0)
-        throw std::runtime_error("no OpenCL platform found: install an ICD, e.g. pocl-opencl-icd");
+    if (const cl_int code = clGetPlatformIDs(0, nullptr, &nplat); code != CL_SUCCESS || nplat == 0)
+        throw driver_error("finding an OpenCL platform (clGetPlatformIDs found " + std::to_string(nplat) +
+                               ", at least 1 needed: install an ICD, e.g. pocl-opencl-icd)",
+                           code != CL_SUCCESS ? code : CL_PLATFORM_NOT_FOUND_KHR);
     std::vector<cl_platform_id> plats(nplat);
     clGetPlatformIDs(nplat, plats.data(), nullptr);
     for (cl_device_type want : {cl_device_type(CL_DEVICE_TYPE_GPU), cl_device_type(CL_DEVICE_TYPE_ALL)}) {
@@ -74,7 +76,9 @@ inline cl_device_id first_gpu_or_any_device() {
             if (clGetDeviceIDs(p, want, 1, &d, &n) == CL_SUCCESS && n > 0) return d;
         }
     }
-    throw std::runtime_error("OpenCL platforms exist but none has a device");
+    throw driver_error("finding an OpenCL device (clGetDeviceIDs found 0 on " + std::to_string(nplat) +
+                           " platform(s), at least 1 needed)",
+                       CL_DEVICE_NOT_FOUND);
 }
 
 // Serialises the enqueue-and-wait that a backend does on its private queue.

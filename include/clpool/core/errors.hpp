@@ -1,4 +1,4 @@
-// The error vocabulary: out of memory, bad size, bad configuration, driver error.
+// The error vocabulary: out of memory, bad size, bad configuration, driver error, misuse, broken invariant.
 #pragma once
 
 #include <cstddef>
@@ -64,6 +64,14 @@ private:
 
 // Misuse of the API detected at run time (e.g. work after shutdown()).
 class usage_error : public std::logic_error {
+public:
+    using std::logic_error::logic_error;
+};
+
+// clpool found its own state inconsistent (a self-check such as
+// ShapeTrie::check_invariants): a bug in clpool, or memory the program
+// corrupted. The message names what disagreed.
+class internal_error : public std::logic_error {
 public:
     using std::logic_error::logic_error;
 };

@@ -105,6 +105,7 @@ public:
 
     T* allocate(std::size_t n) {
         if (!arena_) throw usage_error("clpool: PinnedAllocator was default-constructed; construct it from a queue or a PinnedBufferPool");
+        // std::allocator's exception for this case: what containers and their callers expect.
         if (n > std::numeric_limits<std::size_t>::max() / sizeof(T)) throw std::bad_array_new_length();
         return static_cast<T*>(arena_->allocate(n * sizeof(T), alignof(T)));
     }

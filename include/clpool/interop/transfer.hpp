@@ -62,7 +62,9 @@ inline std::size_t buffer_size(const cl::Buffer& b) {
 }
 
 inline void check_range(std::size_t offset, std::size_t n, std::size_t limit, const void* host) {
-    if (n != 0 && host == nullptr) throw std::invalid_argument("clpool: transfer of " + std::to_string(n) + " bytes with a null host pointer");
+    if (n != 0 && host == nullptr)
+        throw usage_error("clpool: transfer of " + std::to_string(n) +
+                          " bytes with a null host pointer (only a transfer of 0 bytes may pass nullptr)");
     if (offset > limit || n > limit - offset)
         throw size_error(n, limit, ("transfer at offset " + std::to_string(offset) + " runs past the device buffer").c_str());
 }
@@ -362,8 +364,8 @@ inline cl::Event download_in_range(const cl::CommandQueue&, void*, const cl::Buf
 // staging_buffers * chunk_bytes waits on the host for earlier chunks' copies:
 // if o.wait_for never completes, such a call never returns.
 //
-// Throws size_error (the range runs past dst), std::invalid_argument (null
-// src), config_error (bad options or CLPOOL_* value), driver_error, and the
+// Throws size_error (the range runs past dst), usage_error (null src, an
+// empty handle), config_error (bad options or CLPOOL_* value), driver_error, and the
 // staging pool's out_of_memory. On a throw no staging buffer is handed out
 // again while a copy may still use it.
 // Cost: direct: one enqueue. Staged: per staging buffer a pool hit (no map or
@@ -436,7 +438,9 @@ template <class Pool>
     requires std::same_as<typename Pool::memory_type, cl::Buffer>
 cl::Event upload(const cl::CommandQueue& queue, const Handle<Pool>& dst, std::size_t dst_offset, const void* src,
                  std::size_t n, const TransferOptions& o = {}) {
-    if (!dst) throw std::invalid_argument("clpool: upload into an empty handle");
+    if (!dst)
+        throw usage_error("clpool: upload of " + std::to_string(n) + " bytes at offset " + std::to_string(dst_offset) +
+                          " into an empty handle (0 bytes: it holds no buffer)");
     detail::check_range(dst_offset, n, dst.nbytes(), src);  // nbytes <= the buffer's size
     return detail::upload_in_range(queue, dst.buffer(), dst_offset, src, n, o);
 }
@@ -444,7 +448,9 @@ template <class Pool>
     requires std::same_as<typename Pool::memory_type, cl::Buffer>
 cl::Event download(const cl::CommandQueue& queue, void* dst, const Handle<Pool>& src, std::size_t src_offset,
                    std::size_t n, const TransferOptions& o = {}) {
-    if (!src) throw std::invalid_argument("clpool: download from an empty handle");
+    if (!src)
+        throw usage_error("clpool: download of " + std::to_string(n) + " bytes at offset " +
+                          std::to_string(src_offset) + " from an empty handle (0 bytes: it holds no buffer)");
     detail::check_range(src_offset, n, src.nbytes(), dst);  // nbytes <= the buffer's size
     return detail::download_in_range(queue, dst, src.buffer(), src_offset, n, o);
 }

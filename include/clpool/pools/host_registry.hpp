@@ -4,6 +4,7 @@
 #include <clpool/pools/aliases.hpp>
 #include <clpool/core/errors.hpp>
 #include <clpool/core/detail/process_state.hpp>
+#include <clpool/runtime/detail/registry_list.hpp>
 
 #include <atomic>
 #include <cstddef>
@@ -14,6 +15,7 @@ namespace detail {
 
 // One pool of type PoolT for the process, made on first use and never
 // destroyed. A fork child gets its own (the parent's is left alone there).
+// Enrolled in the registry list when first made, so shutdown() trims it.
 template <class PoolT>
 class host_pool_slot {
 public:
@@ -25,7 +27,10 @@ public:
         const auto gen = fork_generation();
         if (e && e->generation == gen) return e->pool;
         auto* fresh = new entry{gen, PoolT(HostBackend{})};  // intentionally never deleted
-        if (current().compare_exchange_strong(e, fresh, std::memory_order_acq_rel)) return fresh->pool;
+        if (current().compare_exchange_strong(e, fresh, std::memory_order_acq_rel)) {
+            enroll_registry(node_);
+            return fresh->pool;
+        }
         delete fresh;
         return e->pool;
     }
@@ -45,6 +50,7 @@ private:
         static std::atomic<entry*> e{nullptr};
         return e;
     }
+    constinit static inline registry_node node_{&trim, nullptr};  // no per-context pools to drop
 };
 
 }  // namespace detail

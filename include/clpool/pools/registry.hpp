@@ -4,6 +4,7 @@
 #include <clpool/pools/opencl_pools.hpp>
 #include <clpool/core/detail/process_state.hpp>
 #include <clpool/runtime/detail/queue_registry.hpp>
+#include <clpool/runtime/detail/registry_list.hpp>
 
 #include <atomic>
 #include <map>
@@ -19,18 +20,28 @@ namespace detail {
 // destroyed, so no OpenCL call runs from a static destructor at exit. A fork
 // child gets a fresh, empty registry; the parent's is leaked whole there
 // (its pools hold the parent's OpenCL objects and must not be released).
+// Enrolled in the registry list when first made, so shutdown() and
+// release_pools() reach it without naming it.
 template <class PoolT>
 class context_registry {
 public:
     static context_registry& instance() {
-        static std::atomic<context_registry*> current{nullptr};  // trivially destructible
-        context_registry* r = current.load(std::memory_order_acquire);
+        context_registry* r = current().load(std::memory_order_acquire);
         const auto gen = fork_generation();
         if (r && r->generation_ == gen) return *r;
         auto* fresh = new context_registry(gen);  // intentionally never deleted
-        if (current.compare_exchange_strong(r, fresh, std::memory_order_acq_rel)) return *fresh;
+        if (current().compare_exchange_strong(r, fresh, std::memory_order_acq_rel)) {
+            enroll_registry(node_);
+            return *fresh;
+        }
         delete fresh;  // another thread made this process's registry first
         return *r;
+    }
+
+    // The registry of this process (fork generation) if one was made, without making one.
+    static context_registry* existing() noexcept {
+        context_registry* r = current().load(std::memory_order_acquire);
+        return r && r->generation_ == fork_generation() ? r : nullptr;
     }
 
     PoolT& get(const cl::CommandQueue& queue) {
@@ -79,6 +90,22 @@ public:
 private:
     explicit context_registry(std::uint32_t gen) : generation_(gen) {}
 
+    static std::atomic<context_registry*>& current() noexcept {
+        static std::atomic<context_registry*> r{nullptr};  // trivially destructible
+        return r;
+    }
+
+    // What the registry list calls: this generation's registry, if made.
+    static std::size_t trim_existing() noexcept {
+        auto* r = existing();
+        return r ? r->trim_all() : 0;
+    }
+    static bool drop_existing(void* context) {
+        auto* r = existing();
+        return r && r->drop(static_cast<cl_context>(context));
+    }
+    constinit static inline registry_node node_{&trim_existing, &drop_existing};
+
     const std::uint32_t generation_;
     std::mutex mutex_;
     std::map<cl_context, std::unique_ptr<PoolT>> pools_;
@@ -108,10 +135,7 @@ inline MappedPinnedPool& get_mapped_pinned_pool(const cl::CommandQueue& queue) {
 // for good, or its pools keep it alive). References from get_*_pool for that
 // context dangle afterwards.
 inline void release_pools(const cl::Context& context) {
-    detail::context_registry<BufferPool>::instance().drop(context());
-    detail::context_registry<PinnedBufferPool>::instance().drop(context());
-    detail::context_registry<PersistentBufferPool>::instance().drop(context());
-    detail::context_registry<MappedPinnedPool>::instance().drop(context());
+    detail::drop_registries(context());  // every context_registry made in this process
     detail::queue_registry::instance().forget(context());  // its queues are not finished at exit any more
 }
 

@@ -193,7 +193,7 @@ public:
     // more children sorted by word at strictly growing depths, every key
     // below a branch agrees with its siblings' words where it should, every
     // entry sits in its own stripe under its rank, and the counters match
-    // the walk. Returns the number of entries found; throws std::logic_error
+    // the walk. Returns the number of entries found; throws internal_error
     // naming the first violation. For tests and fuzzing; cost: the whole trie.
     std::size_t check_invariants() const {
         std::size_t total = 0;
@@ -204,10 +204,10 @@ public:
             for (std::size_t r = 0; r <= max_rank; ++r)
                 check_subtree(st.roots[r].load(std::memory_order_acquire), i, r, 0, nullptr, entries, inner);
             if (entries != st.entries || inner != st.inner_nodes)
-                throw std::logic_error("shape trie: stripe " + std::to_string(i) + " counts " +
-                                       std::to_string(st.entries) + " entries / " + std::to_string(st.inner_nodes) +
-                                       " nodes, walk found " + std::to_string(entries) + " / " +
-                                       std::to_string(inner));
+                throw internal_error("clpool: shape trie: stripe " + std::to_string(i) + " counts " +
+                                     std::to_string(st.entries) + " entries / " + std::to_string(st.inner_nodes) +
+                                     " nodes, walk found " + std::to_string(entries) + " / " +
+                                     std::to_string(inner));
             total += entries;
         }
         return total;
@@ -549,8 +549,8 @@ private:
     void check_subtree(slot s, std::size_t stripe_index, std::size_t rank, std::uint32_t depth_floor,
                        const std::int64_t* prefix, std::size_t& entries, std::size_t& inner_nodes) const {
         auto fail = [&](const std::string& why) {
-            throw std::logic_error("shape trie: stripe " + std::to_string(stripe_index) + " rank " +
-                                   std::to_string(rank) + ": " + why);
+            throw internal_error("clpool: shape trie: stripe " + std::to_string(stripe_index) + " rank " +
+                                 std::to_string(rank) + ": " + why);
         };
         if (!s) return;
         if (detail::is_leaf(s)) {

@@ -1,9 +1,9 @@
 // The drop-in buffer's pools: one per (context, flags), never destroyed, handing out sub-buffers.
 #pragma once
 
+#include <clpool/interop/detail/poolable.hpp>
 #include <clpool/pools/opencl_pools.hpp>
 
-#include <bit>
 #include <cstddef>
 #include <map>
 #include <memory>
@@ -28,22 +28,11 @@ public:
         return *p;
     }
 
-    // True where the pool can stand in for clCreateBuffer without changing
-    // what the application sees: other flags, size 0 and invalid arguments go
-    // to the driver, which answers them as it always does.
-    static bool poolable(cl_mem_flags flags, std::size_t size, const void* host_ptr) noexcept {
-        constexpr cl_mem_flags access = CL_MEM_READ_WRITE | CL_MEM_WRITE_ONLY | CL_MEM_READ_ONLY;
-        constexpr cl_mem_flags host = CL_MEM_HOST_WRITE_ONLY | CL_MEM_HOST_READ_ONLY | CL_MEM_HOST_NO_ACCESS;
-        if (size == 0 || (flags & ~(access | host | CL_MEM_ALLOC_HOST_PTR | CL_MEM_COPY_HOST_PTR)) != 0) return false;
-        if (std::popcount(flags & access) > 1 || std::popcount(flags & host) > 1) return false;
-        if (flags & CL_MEM_COPY_HOST_PTR) return host_ptr != nullptr && (flags & host) == 0;  // written by a command
-        return host_ptr == nullptr;
-    }
-
     // A pooled buffer of `size` bytes (data copied from host_ptr with
     // CL_MEM_COPY_HOST_PTR), with one reference for the caller; nullptr when
     // the pool cannot serve the call (the caller asks the driver instead).
     // Never throws. Cost: a hit is a pool pop and a clCreateSubBuffer.
+    // Calls the pool cannot serve unseen (poolable.hpp) get nullptr too.
     cl_mem create(cl_context ctx, cl_mem_flags flags, std::size_t size, void* host_ptr) noexcept {
         if (!poolable(flags, size, host_ptr)) return nullptr;
         try {

@@ -1,0 +1,149 @@
+// Ctrl+C: the interrupt flag (interrupt_requested, request_interrupt, clear_interrupt) and the opt-in handler.
+#pragma once
+
+#include <clpool/core/has_opencl.hpp>
+#include <clpool/runtime/detail/interrupt_flag.hpp>
+
+#ifdef CLPOOL_HAS_OPENCL
+#include <clpool/runtime/detail/queue_registry.hpp>
+#include <clpool/runtime/waits.hpp>
+#endif
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#if defined(__linux__)
+#include <csignal>
+#include <cerrno>
+#include <semaphore.h>
+#include <unistd.h>
+#define CLPOOL_HAS_INTERRUPT_HANDLER 1
+#endif
+
+namespace clpool {
+
+// Whether Ctrl+C (with install_interrupt_handler) or request_interrupt() has
+// asked the program to stop. Never throws; async-signal-safe.
+inline bool interrupt_requested() noexcept { return detail::interrupt_flag.load(std::memory_order_acquire); }
+// Sets the flag interruptible waits watch by default: for a SIGINT handler
+// of your own. Async-signal-safe.
+inline void request_interrupt() noexcept { detail::interrupt_flag.store(true, std::memory_order_release); }
+// Clears it (after the program has handled the request). Never throws.
+inline void clear_interrupt() noexcept { detail::interrupt_flag.store(false, std::memory_order_release); }
+
+struct interrupt_handler_options {
+    // How long the first Ctrl+C waits for the registered queues before the
+    // process leaves with _exit(exit_code).
+    std::chrono::milliseconds grace = std::chrono::seconds(3);
+    int exit_code = 130;  // 128 + SIGINT, what a shell reports for Ctrl+C
+    // SIGTERM: finish the registered queues (at most `grace`), then the
+    // previous SIGTERM disposition (by default: the process ends).
+    bool handle_sigterm = true;
+};
+
+#ifdef CLPOOL_HAS_INTERRUPT_HANDLER
+namespace detail {
+
+struct interrupt_handler {
+    interrupt_handler_options options;
+    sem_t wake;                              // sem_post is async-signal-safe
+    std::atomic<int> signal_received{0};
+    struct sigaction previous_int {}, previous_term {};
+
+    static std::atomic<interrupt_handler*>& current() noexcept {
+        static std::atomic<interrupt_handler*> h{nullptr};
+        return h;
+    }
+
+    // Runs in signal context: only atomics, sem_post and _exit.
+    static void on_signal(int sig) noexcept {
+        interrupt_handler* h = current().load(std::memory_order_acquire);
+        if (!h) return;
+        if (sig == SIGINT && interrupt_flag.exchange(true, std::memory_order_acq_rel))
+            _exit(h->options.exit_code);  // second Ctrl+C: leave now, the OS reclaims device memory
+        int expected = 0;
+        h->signal_received.compare_exchange_strong(expected, sig, std::memory_order_acq_rel);
+        sem_post(&h->wake);
+    }
+
+    // Waits, at most `grace`, for the registered queues. True if they finished.
+    bool drain() noexcept {
+#ifdef CLPOOL_HAS_OPENCL
+        static const std::atomic<bool> never{false};
+        const auto deadline = std::chrono::steady_clock::now() + options.grace;
+        auto* qr = queue_registry::existing();
+        if (!qr) return true;
+        std::vector<cl_command_queue> qs;
+        try {
+            qs = qr->queues();
+        } catch (...) {
+            return false;
+        }
+        for (auto q : qs) {
+            wait_options w;
+            w.stop = &never;
+            w.timeout = std::max(std::chrono::nanoseconds(0), std::chrono::nanoseconds(deadline - std::chrono::steady_clock::now()));
+            if (finish_interruptible(q, w) != wait_status::complete) return false;
+        }
+#endif
+        return true;
+    }
+
+    // The watchdog: normal code, may call the driver.
+    void run() noexcept {
+        for (;;) {
+            while (sem_wait(&wake) != 0 && errno == EINTR) {
+            }
+            const int sig = signal_received.exchange(0, std::memory_order_acq_rel);
+            if (sig == SIGINT) {
+                // First Ctrl+C: the program sees interrupt_requested() and may
+                // save its state; if the device is still busy after the grace
+                // window, leave, and let the OS reclaim the device memory.
+                if (!drain()) _exit(options.exit_code);
+            } else if (sig == SIGTERM) {
+                drain();
+                sigaction(SIGTERM, &previous_term, nullptr);
+                raise(SIGTERM);
+            }
+        }
+    }
+};
+
+}  // namespace detail
+
+// Opt-in Ctrl+C handling, after the earlier library's contract:
+//  - first SIGINT: interrupt_requested() becomes true (interruptible waits
+//    return `interrupted`, the program can save its state and exit); a
+//    watchdog thread waits up to `grace` for the registered queues and, if
+//    they are still busy, ends the process with _exit(exit_code);
+//  - second SIGINT: _exit(exit_code) at once;
+//  - SIGTERM (if handle_sigterm): the registered queues get up to `grace`
+//    to finish, then the previous SIGTERM disposition runs.
+// clpool installs nothing unless this is called. Returns false if a handler
+// was already installed (the first options stay). Throws std::system_error
+// if the watchdog thread cannot start. In a fork child the watchdog is
+// gone: a first Ctrl+C only sets the flag, a second still exits.
+inline bool install_interrupt_handler(const interrupt_handler_options& options = {}) {
+    static std::mutex m;
+    std::lock_guard lock(m);
+    if (detail::interrupt_handler::current().load()) return false;
+    auto* h = new detail::interrupt_handler;  // never destroyed: signals may come until the end
+    h->options = options;
+    sem_init(&h->wake, 0, 0);
+    std::thread([h] { h->run(); }).detach();
+    detail::interrupt_handler::current().store(h, std::memory_order_release);
+    struct sigaction sa {};
+    sa.sa_handler = &detail::interrupt_handler::on_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGINT, &sa, &h->previous_int);
+    if (options.handle_sigterm) sigaction(SIGTERM, &sa, &h->previous_term);
+    return true;
+}
+#endif
+
+}  // namespace clpool

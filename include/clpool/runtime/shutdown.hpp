@@ -1,0 +1,74 @@
+// Process lifecycle: shutdown(), the registered queues finished at exit, what a fork child gets.
+#pragma once
+
+#include <clpool/core/has_opencl.hpp>
+#include <clpool/core/detail/process_state.hpp>
+#include <clpool/runtime/detail/registry_list.hpp>
+
+#ifdef CLPOOL_HAS_OPENCL
+#include <clpool/backends/opencl.hpp>
+#include <clpool/runtime/detail/queue_registry.hpp>
+#endif
+
+#include <cstddef>
+#include <vector>
+
+// What clpool does at each way a process ends (docs/DEVICES.md, "Lifecycle"):
+//  - normal exit (return from main, exit()): every registered queue (those of
+//    DeviceHandles and of get_*_pool) is finished by an atexit handler. No
+//    OpenCL object is released: registries and handles are never destroyed.
+//  - shutdown(): the same finish, then every registry pool gives its cache
+//    back; from then on every pool refuses work with usage_error.
+//  - fork(): the child starts a new generation. Pools, registries and
+//    DeviceHandles made before the fork refuse work in the child and are
+//    dropped without any OpenCL call; the child gets fresh registries.
+//  - Ctrl+C: nothing unless install_interrupt_handler() was called
+//    (runtime/interrupts.hpp; runtime/waits.hpp has waits it can interrupt).
+
+namespace clpool {
+
+// True once shutdown() has run in this process. Never throws.
+inline bool is_shut_down() noexcept { return detail::shut_down(); }
+
+// What shutdown() did.
+struct shutdown_report {
+    std::size_t queues = 0;          // registered queues finished
+    std::size_t queues_failed = 0;   // of which clFinish failed
+    std::size_t bytes_released = 0;  // cache given back to the driver (and the host)
+};
+
+#ifdef CLPOOL_HAS_OPENCL
+// clFinish on every registered queue (call before leaving the process by a
+// path that skips atexit, e.g. _exit from a signal handler of your own).
+// Returns the number of queues that failed to finish. Never throws. Blocks
+// until the device is done; thread-safe.
+inline std::size_t finish_registered_queues() noexcept { return detail::queue_registry::instance().finish_all(); }
+
+// The queues finished at exit (not retained for the caller). Thread-safe.
+inline std::vector<cl_command_queue> registered_queues() { return detail::queue_registry::instance().queues(); }
+#endif
+
+// Finishes every registered queue, then gives every registry pool's cache
+// (get_*_pool, get_host_*_pool) back. Afterwards every pool, registry and
+// device selection refuses work with usage_error, and handles still out free
+// their buffers when released instead of caching them. Idempotent; never
+// throws; blocks until the queues are done. Call it from one thread while no
+// other thread allocates. Irreversible for this process (a fork child starts afresh).
+inline shutdown_report shutdown() noexcept {
+    shutdown_report r;
+    detail::mark_shut_down();  // first: no pool caches a buffer from here on
+#ifdef CLPOOL_HAS_OPENCL
+    auto& queues = detail::queue_registry::instance();
+    try {
+        r.queues = queues.queues().size();
+    } catch (...) {
+    }
+    r.queues_failed = queues.finish_all();
+#endif
+    // Every registry made in this process (pools/registry.hpp,
+    // pools/host_registry.hpp enrol themselves on first use).
+    r.bytes_released = detail::trim_registries();
+    return r;
+}
+
+}  // namespace clpool
