@@ -2,24 +2,10 @@
 #include "next.hpp"
 #include "state.hpp"
 
-#include <bit>
+#include <clpool/interop/detail/poolable.hpp>
 
 namespace clpool::interpose {
 namespace {
-
-constexpr cl_mem_flags access_bits = CL_MEM_READ_WRITE | CL_MEM_WRITE_ONLY | CL_MEM_READ_ONLY;
-constexpr cl_mem_flags host_access_bits = CL_MEM_HOST_WRITE_ONLY | CL_MEM_HOST_READ_ONLY | CL_MEM_HOST_NO_ACCESS;
-constexpr cl_mem_flags poolable_bits = access_bits | host_access_bits | CL_MEM_ALLOC_HOST_PTR | CL_MEM_COPY_HOST_PTR;
-
-bool poolable(cl_mem_flags flags, std::size_t size, const void* host_ptr) noexcept {
-    if (size == 0 || (flags & ~poolable_bits) != 0) return false;  // the driver answers errors and rare flags
-    if (std::popcount(flags & access_bits) > 1 || std::popcount(flags & host_access_bits) > 1) return false;
-    if (flags & CL_MEM_COPY_HOST_PTR) {
-        // The copy is an enqueued write, which host-access flags would forbid.
-        return host_ptr != nullptr && (flags & host_access_bits) == 0;
-    }
-    return host_ptr == nullptr;
-}
 
 void trace_passthrough(State& st, cl_mem m, cl_context c, cl_mem_flags flags, std::size_t size) {
     ++st.passthrough;
@@ -162,7 +148,7 @@ namespace core {
 cl_mem create_buffer(cl_context c, cl_mem_flags flags, size_t size, void* host_ptr, cl_int* err) {
     core_scope guard;
     State& st = state();
-    if (poolable(flags, size, host_ptr)) {
+    if (detail::poolable(flags, size, host_ptr)) {
         if (cl_mem m = create_pooled(st, c, flags, size, host_ptr, err)) return m;
     }
     cl_mem m = next().clCreateBuffer(c, flags, size, host_ptr, err);
