@@ -58,6 +58,7 @@ private:
 class MockBackend {
 public:
     using memory_type = MockMemory;
+    static constexpr backend_abilities abilities = backend_ability::none;
     static constexpr int oom_code = -4;  // CL_MEM_OBJECT_ALLOCATION_FAILURE's value
     static constexpr int failed_code = -61;  // CL_INVALID_BUFFER_SIZE's value
 

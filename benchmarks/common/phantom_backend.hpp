@@ -17,6 +17,7 @@ struct PhantomMemory {
 
 struct PhantomBackend {
     using memory_type = PhantomMemory;
+    static constexpr backend_abilities abilities = backend_ability::none;
     std::size_t max_alloc_size() const noexcept { return std::numeric_limits<std::size_t>::max() / 4; }
     bool unified_memory() const noexcept { return true; }
     const char* name() const noexcept { return "phantom"; }

@@ -48,6 +48,8 @@ private:
 class HostBackend {
 public:
     using memory_type = HostMemory;
+    // No events (host memory is never used by queued work), nothing to abandon.
+    static constexpr backend_abilities abilities = backend_ability::none;
 
     // alignment: a power of two (default 4096, a page, as OpenCL drivers align
     // host-pinned memory). max_alloc: the largest allocation to accept.

@@ -21,7 +21,8 @@ namespace clpool {
 // ranges, unmaps on the queue it was mapped on, waits for the unmap, and
 // releases the buffer; it never throws. Whoever destroys it must make sure no
 // enqueued copy still uses host(): the pool does (it waits for a pending
-// buffer's events first; MappedPinnedBackend::free_waits_for_events).
+// buffer's events first: MappedPinnedBackend declares
+// backend_ability::free_waits_for_events).
 // Not thread-safe itself; distinct objects may be used from any threads.
 class mapped_buffer {
 public:

@@ -169,6 +169,8 @@ class OpenCLBackend {
 public:
     using memory_type = cl::Buffer;
     using event_type = cl::Event;
+    // event_complete and wait_for (release_after); abandon (a fork child).
+    static constexpr backend_abilities abilities = backend_ability::events | backend_ability::abandon;
 
     // Uses the first device of the context for committing and for the
     // device facts (max allocation: the smallest over the context's devices).

@@ -1,5 +1,6 @@
-// The Backend concept: what a pool needs from the thing that makes memory.
-// docs/BACKENDS.md has the requirements as a table.
+// The Backend concept: what a pool needs from the thing that makes memory,
+// the abilities a backend declares, and backend_traits, the pool's one door to
+// a backend's optional members. docs/BACKENDS.md has the requirements as a table.
 #pragma once
 
 #include <clpool/core/memory_kind.hpp>
@@ -7,6 +8,7 @@
 #include <concepts>
 #include <cstddef>
 #include <string>
+#include <type_traits>
 
 namespace clpool {
 
@@ -25,24 +27,242 @@ struct allocation {
     int native_code = 0;
 };
 
-// Optional members a pool uses when present (pool.hpp): `event_type` with
-// `static bool event_complete(const event_type&) noexcept` and
-// `static void wait_for(const event_type*, std::size_t) noexcept` (release
-// with events), `void abandon() noexcept` (fork child), and
-// `static constexpr bool free_waits_for_events` (the pool waits for a
-// buffer's pending events before freeing it: MappedPinnedBackend).
+// What a backend can do beyond making memory. A backend declares its
+// abilities, and then must have the members each one names:
+//
+//   static constexpr clpool::backend_abilities abilities =
+//       clpool::backend_ability::events | clpool::backend_ability::abandon;
+//
+// No declaration means backend_ability::none. Pool and Handle use an optional
+// member only through backend_traits<B> (below), and only when declared.
+enum class backend_ability : unsigned {
+    none = 0,
+    // `using event_type` (copyable),
+    // `static bool event_complete(const event_type&) noexcept`,
+    // `static void wait_for(const event_type*, std::size_t) noexcept`:
+    // release_after(events); a released buffer is reused only after its events complete.
+    events = 1u << 0,
+    // `void abandon() noexcept`: in a fork child, forget the driver handles
+    // without releasing them (the parent still owns them).
+    abandon = 1u << 1,
+    // No member of its own; needs `events`. The pool waits (wait_for) for a
+    // buffer's pending events before it frees the buffer: trim, eviction, a
+    // handle outliving its pool. For memory that must outlive the commands
+    // using it beyond what a driver's reference count guards
+    // (MappedPinnedBackend: a mapped host pointer is the source or destination
+    // of a copy on another buffer).
+    free_waits_for_events = 1u << 2,
+};
+// A set of abilities: backend_ability values joined with |.
+using backend_abilities = backend_ability;
+
+constexpr backend_abilities operator|(backend_abilities a, backend_abilities b) noexcept {
+    return static_cast<backend_abilities>(static_cast<unsigned>(a) | static_cast<unsigned>(b));
+}
+// True when every ability of `wanted` is in `set`.
+constexpr bool has_abilities(backend_abilities set, backend_abilities wanted) noexcept {
+    return (static_cast<unsigned>(set) & static_cast<unsigned>(wanted)) == static_cast<unsigned>(wanted);
+}
+
+// --- The required members, one small concept each.
+
+// `B::memory_type`: owner of one allocation; destroying it frees the memory.
 template <class B>
-concept Backend = std::move_constructible<B> &&
-    std::movable<typename B::memory_type> && std::default_initializable<typename B::memory_type> &&
-    requires(B& b, const B& cb, std::size_t n, memory_kind k) {
-        // The largest single allocation the device accepts (CL_DEVICE_MAX_MEM_ALLOC_SIZE).
+concept backend_memory = requires { typename B::memory_type; } && std::movable<typename B::memory_type> &&
+    std::default_initializable<typename B::memory_type>;
+
+// The device facts the pool reads once.
+template <class B>
+concept backend_limits = requires(const B& cb) {
+    // The largest single allocation the device accepts (CL_DEVICE_MAX_MEM_ALLOC_SIZE).
+    { cb.max_alloc_size() } noexcept -> std::same_as<std::size_t>;
+    // True where the device shares host memory (integrated GPU, CPU device).
+    { cb.unified_memory() } noexcept -> std::same_as<bool>;
+};
+
+// Makes n committed bytes of kind k; never throws; callable from many threads at once.
+template <class B>
+concept backend_allocate = backend_memory<B> && requires(B& b, std::size_t n, memory_kind k) {
+    { b.allocate(n, k) } noexcept -> std::same_as<allocation<typename B::memory_type>>;
+};
+
+// A short name for messages ("opencl", "host").
+template <class B>
+concept backend_name = requires(const B& cb) {
+    { cb.name() } -> std::convertible_to<std::string>;
+};
+
+// --- The abilities.
+
+// No `abilities` member, or a `static constexpr backend_abilities abilities`.
+template <class B>
+concept backend_abilities_declaration = !requires { B::abilities; } || requires {
+    requires std::same_as<decltype(B::abilities), const backend_abilities>;
+    typename std::integral_constant<backend_abilities, B::abilities>;  // a constant expression
+};
+
+namespace detail {
+template <class B>
+consteval backend_abilities declared_abilities() noexcept {
+    if constexpr (requires { B::abilities; } && backend_abilities_declaration<B>) return B::abilities;
+    else return backend_ability::none;
+}
+}  // namespace detail
+
+// B declares ability A (in a well-formed `abilities`).
+template <class B, backend_ability A>
+concept backend_declares = has_abilities(detail::declared_abilities<B>(), A);
+
+// backend_ability::events, member by member.
+template <class B>
+concept backend_event_type = requires { typename B::event_type; } && std::copyable<typename B::event_type>;
+template <class B>
+concept backend_event_complete = backend_event_type<B> && requires(const typename B::event_type& e) {
+    { B::event_complete(e) } noexcept -> std::same_as<bool>;
+};
+template <class B>
+concept backend_wait_for = backend_event_type<B> && requires(const typename B::event_type* events, std::size_t n) {
+    { B::wait_for(events, n) } noexcept -> std::same_as<void>;
+};
+template <class B>
+concept backend_events = backend_event_type<B> && backend_event_complete<B> && backend_wait_for<B>;
+
+// backend_ability::abandon.
+template <class B>
+concept backend_abandon = requires(B& b) {
+    { b.abandon() } noexcept -> std::same_as<void>;
+};
+
+// backend_ability::free_waits_for_events: waits with the events' members.
+template <class B>
+concept backend_free_waits_for_events = backend_declares<B, backend_ability::events> && backend_events<B>;
+
+namespace detail {
+// Members an ability names, present whether or not it is declared. A backend
+// that has them must declare the ability: an undeclared member would be
+// silently unused (the pool calls optional members only when declared).
+template <class B>
+concept has_event_members = requires { typename B::event_type; } || requires { &B::event_complete; } ||
+    requires { &B::wait_for; };
+template <class B>
+concept has_abandon_member = requires { &B::abandon; } || requires(B& b) { b.abandon(); };
+// The bool flag older backends set; now backend_ability::free_waits_for_events.
+template <class B>
+concept has_free_waits_member = requires { B::free_waits_for_events; };
+}  // namespace detail
+
+// A backend: the required members, a well-formed declaration of abilities,
+// the members of every declared ability, and no ability member undeclared.
+template <class B>
+concept Backend = std::move_constructible<B> && backend_memory<B> && backend_limits<B> && backend_allocate<B> &&
+    backend_name<B> && backend_abilities_declaration<B> &&
+    (!backend_declares<B, backend_ability::events> || backend_events<B>) &&
+    (!backend_declares<B, backend_ability::abandon> || backend_abandon<B>) &&
+    (!backend_declares<B, backend_ability::free_waits_for_events> || backend_free_waits_for_events<B>) &&
+    (backend_declares<B, backend_ability::events> || !detail::has_event_members<B>) &&
+    (backend_declares<B, backend_ability::abandon> || !detail::has_abandon_member<B>) &&
+    !detail::has_free_waits_member<B>;
+
+namespace detail {
+// Fails a static_assert whose sentence names the member at fault, for a type
+// that is not a Backend. Returns false if no sentence covers the fault (the
+// concept's own diagnostic follows then).
+template <class B>
+consteval bool diagnose_backend() {
+    static_assert(std::move_constructible<B>, "clpool: a backend must be move-constructible (a pool takes it by value)");
+    static_assert(requires { typename B::memory_type; },
+                  "clpool: the backend has no `using memory_type = ...` (the owner of one allocation)");
+    if constexpr (requires { typename B::memory_type; }) {
+        static_assert(backend_memory<B>, "clpool: the backend's `memory_type` must be movable and default-constructible");
+        static_assert(backend_allocate<B>, "clpool: the backend has no `allocation<memory_type> allocate(std::size_t, "
+                                           "memory_kind) noexcept`");
+    }
+    static_assert(requires(const B& cb) {
         { cb.max_alloc_size() } noexcept -> std::same_as<std::size_t>;
-        // True where the device shares host memory (integrated GPU, CPU device).
+    }, "clpool: the backend has no `std::size_t max_alloc_size() const noexcept`");
+    static_assert(requires(const B& cb) {
         { cb.unified_memory() } noexcept -> std::same_as<bool>;
-        // Makes n committed bytes of kind k; never throws; callable from many threads at once.
-        { b.allocate(n, k) } noexcept -> std::same_as<allocation<typename B::memory_type>>;
-        // A short name for messages ("opencl", "host").
-        { cb.name() } -> std::convertible_to<std::string>;
-    };
+    }, "clpool: the backend has no `bool unified_memory() const noexcept`");
+    static_assert(backend_name<B>, "clpool: the backend has no `name() const` returning something convertible to "
+                                   "std::string");
+    static_assert(backend_abilities_declaration<B>,
+                  "clpool: the backend's `abilities` must be `static constexpr clpool::backend_abilities abilities = ...`");
+    if constexpr (backend_declares<B, backend_ability::events>) {
+        static_assert(backend_event_type<B>,
+                      "clpool: the backend declares backend_ability::events but has no copyable `using event_type = ...`");
+        if constexpr (backend_event_type<B>) {
+            static_assert(backend_event_complete<B>, "clpool: the backend declares backend_ability::events but has no "
+                                                     "`static bool event_complete(const event_type&) noexcept`");
+            static_assert(backend_wait_for<B>, "clpool: the backend declares backend_ability::events but has no "
+                                               "`static void wait_for(const event_type*, std::size_t) noexcept`");
+        }
+    } else {
+        static_assert(!has_event_members<B>,
+                      "clpool: the backend has `event_type`, `event_complete` or `wait_for` but does not declare "
+                      "backend_ability::events in `abilities` (an undeclared member would go unused)");
+        static_assert(!backend_declares<B, backend_ability::free_waits_for_events>,
+                      "clpool: the backend declares backend_ability::free_waits_for_events without "
+                      "backend_ability::events (it waits with `event_type` and `wait_for`)");
+    }
+    if constexpr (backend_declares<B, backend_ability::abandon>) {
+        static_assert(backend_abandon<B>,
+                      "clpool: the backend declares backend_ability::abandon but has no `void abandon() noexcept`");
+    } else {
+        static_assert(!has_abandon_member<B>,
+                      "clpool: the backend has `abandon()` but does not declare backend_ability::abandon in "
+                      "`abilities` (an undeclared member would go unused)");
+    }
+    static_assert(!has_free_waits_member<B>,
+                  "clpool: the backend has a `free_waits_for_events` member; declare "
+                  "backend_ability::free_waits_for_events in `abilities` instead");
+    return Backend<B>;
+}
+}  // namespace detail
+
+// Backend<B>, or else a compile error whose message names the member at fault
+// (detail::diagnose_backend). For class templates that take a backend (Pool,
+// the named pools); it never quietly yields false, so never overload on it.
+template <class B>
+concept CheckedBackend = Backend<B> || detail::diagnose_backend<B>();
+
+namespace detail {
+// The event type of a backend without backend_ability::events.
+struct no_event {};
+template <class B, bool = backend_declares<B, backend_ability::events>>
+struct event_type_of {
+    using type = no_event;
+};
+template <class B>
+struct event_type_of<B, true> {
+    using type = typename B::event_type;
+};
+}  // namespace detail
+
+// The only caller of a backend's optional members: each call does what the
+// backend declared, or the neutral thing when it declared nothing.
+template <Backend B>
+struct backend_traits {
+    static constexpr backend_abilities abilities = detail::declared_abilities<B>();
+    static constexpr bool has_events = has_abilities(abilities, backend_ability::events);
+    static constexpr bool has_abandon = has_abilities(abilities, backend_ability::abandon);
+    static constexpr bool free_waits_for_events = has_abilities(abilities, backend_ability::free_waits_for_events);
+
+    // B::event_type with backend_ability::events, else detail::no_event.
+    using event_type = typename detail::event_type_of<B>::type;
+
+    // Whether the work behind `e` is done (no events: always).
+    static bool event_complete(const event_type& e) noexcept {
+        if constexpr (has_events) return B::event_complete(e);
+        else return true;
+    }
+    // Blocks until the `count` events are complete (no events: returns).
+    static void wait_for(const event_type* events, std::size_t count) noexcept {
+        if constexpr (has_events) B::wait_for(events, count);
+    }
+    // In a fork child: the backend forgets its driver handles (no abandon: nothing).
+    static void abandon(B& backend) noexcept {
+        if constexpr (has_abandon) backend.abandon();
+    }
+};
 
 }  // namespace clpool

@@ -27,36 +27,6 @@ namespace clpool {
 
 namespace detail {
 
-// Backends that can tell when queued work is done announce it with an
-// `event_type` and `static bool event_complete(const event_type&) noexcept`.
-struct no_event {};
-template <class B>
-struct event_traits {
-    using type = no_event;
-    static constexpr bool supported = false;
-    static bool complete(const type&) noexcept { return true; }
-};
-template <class B>
-    requires requires(const typename B::event_type& e) {
-        { B::event_complete(e) } noexcept -> std::same_as<bool>;
-    }
-struct event_traits<B> {
-    using type = typename B::event_type;
-    static constexpr bool supported = true;
-    static bool complete(const type& e) noexcept { return B::event_complete(e); }
-};
-
-// Backends whose memory must outlive the commands that use it beyond what a
-// driver's reference count guards (a mapped host pointer that is the source or
-// destination of a copy on another buffer) set `static constexpr bool
-// free_waits_for_events = true`: the pool then waits for a buffer's pending
-// events before it frees it (trim, eviction, a handle outliving its pool).
-template <class B>
-constexpr bool free_waits_for_events() noexcept {
-    if constexpr (requires { B::free_waits_for_events; }) return B::free_waits_for_events;
-    else return false;
-}
-
 #ifdef NDEBUG
 using link_mode = boost::intrusive::link_mode<boost::intrusive::normal_link>;
 #else
@@ -89,15 +59,15 @@ struct block {
 // LockPolicy locks (SingleMutex, Striped); with NoLock one thread at a time.
 // A Pool neither moves nor copies (handles point to it). Destroying a pool
 // frees its cache; handles still out keep their buffers and free them on release.
-template <BucketPolicy Buckets, class Flags, LimitPolicy Limits, LockPolicy Locks, Backend B>
+template <BucketPolicy Buckets, class Flags, LimitPolicy Limits, LockPolicy Locks, CheckedBackend B>
     requires FlagPolicyFor<Flags, B>
 class Pool {
-    using event_traits = detail::event_traits<B>;
+    using traits = backend_traits<B>;  // the only caller of B's optional members
 
 public:
     using backend_type = B;
     using memory_type = typename B::memory_type;
-    using event_type = typename event_traits::type;
+    using event_type = typename traits::event_type;
     using handle = Handle<Pool>;
     using bucket_policy = Buckets;
     using flag_policy = Flags;
@@ -122,7 +92,7 @@ public:
         // its buffers and nodes leak, the parent keeps using its own copies.
         if (!detail::same_process(generation_)) {
             if constexpr (thread_cached) tc_ops::abandon_all(*this);
-            detail::abandon_backend(backend_);
+            traits::abandon(backend_);
             return;
         }
         if constexpr (thread_cached) tc_ops::detach_all(*this);  // magazines first: they hold idle buffers
@@ -313,7 +283,7 @@ private:
         for (auto it = bucket.pending.begin(); it != bucket.pending.end();) {
             auto& b = *it;
             const bool done = std::all_of(b.events.begin(), b.events.end(),
-                                          [](const event_type& e) { return event_traits::complete(e); });
+                                          [](const event_type& e) { return traits::event_complete(e); });
             if (!done) { ++it; continue; }
             b.events.clear();
             it = bucket.pending.erase(it);
@@ -329,7 +299,7 @@ private:
         auto& bucket = buckets_[index];
         auto& s = stripes_[stripe_of(index)];
         std::lock_guard lock(s.mutex);
-        if constexpr (event_traits::supported) {
+        if constexpr (traits::has_events) {
             if (!bucket.pending.empty()) reap_pending(bucket, s);
         }
         block_type* b = nullptr;
@@ -413,7 +383,7 @@ private:
         if (!detail::same_process(b->generation)) return;  // made before fork(): leak it, no driver call
         Pool* pool = owner_of(b);
         if (!pool) {  // the pool is gone: this handle outlived it
-            if constexpr (detail::free_waits_for_events<B>()) B::wait_for(events, count);
+            if constexpr (traits::free_waits_for_events) traits::wait_for(events, count);
             delete b;
             return;
         }
@@ -422,15 +392,15 @@ private:
 
     void put_back(block_type* b, std::size_t nbytes, const event_type* events, std::size_t count) noexcept {
         bool pending = false;
-        if constexpr (event_traits::supported) {
+        if constexpr (traits::has_events) {
             std::size_t live = 0;
-            for (std::size_t i = 0; i < count; ++i) live += !event_traits::complete(events[i]);
+            for (std::size_t i = 0; i < count; ++i) live += !traits::event_complete(events[i]);
             if (live) {
                 try {
                     b->events.assign(events, events + count);
                     pending = true;
                 } catch (...) {
-                    B::wait_for(events, count);
+                    traits::wait_for(events, count);
                 }
             }
         }
@@ -469,7 +439,7 @@ private:
             }
         }
         if (!keep) {
-            if constexpr (detail::free_waits_for_events<B>()) B::wait_for(b->events.data(), b->events.size());
+            if constexpr (traits::free_waits_for_events) traits::wait_for(b->events.data(), b->events.size());
             delete b;  // the driver frees it once any command still using it is done
         }
     }
@@ -482,7 +452,7 @@ private:
 
     static void dispose(detail_list& doomed) noexcept {
         doomed.clear_and_dispose([](block_type* b) {
-            if constexpr (detail::free_waits_for_events<B>()) B::wait_for(b->events.data(), b->events.size());
+            if constexpr (traits::free_waits_for_events) traits::wait_for(b->events.data(), b->events.size());
             delete b;
         });
     }

@@ -19,16 +19,16 @@ struct EnvironmentCapped : Capped {
 static_assert(LimitPolicy<EnvironmentCapped>);
 
 // General-purpose device memory: power-of-two buckets, keep everything, one mutex.
-template <Backend B>
+template <CheckedBackend B>
 using BasicBufferPool = Pool<PowerOfTwoBuckets, DeviceLocal, Unlimited, SingleMutex, B>;
 
 // Pinned host staging memory: as BasicBufferPool, but host-pinned.
-template <Backend B>
+template <CheckedBackend B>
 using BasicPinnedBufferPool = Pool<PowerOfTwoBuckets, HostPinned, Unlimited, SingleMutex, B>;
 
 // Long-running jobs: the fixed bucket set, integrated-aware flags, byte and
 // per-bucket caps (CLPOOL_MAX_CACHED_GB, 16 per bucket), one mutex.
-template <Backend B>
+template <CheckedBackend B>
 using BasicPersistentBufferPool = Pool<FixedSetBuckets, IntegratedAware, EnvironmentCapped, SingleMutex, B>;
 
 // The same pools on aligned host memory, for machines with no OpenCL device.

@@ -49,13 +49,6 @@ inline std::uint32_t birth_generation() noexcept {
     return fork_generation();
 }
 
-// In a fork child, lets a backend forget its driver handles without
-// releasing them (a backend that has any offers `void abandon() noexcept`).
-template <class B>
-void abandon_backend(B& backend) noexcept {
-    if constexpr (requires { backend.abandon(); }) backend.abandon();
-}
-
 // Why a pool of `generation` refuses work: the clear error for the caller.
 [[noreturn]] inline void refuse_work(std::uint32_t generation, std::string_view pool_name) {
     if (!same_process(generation))

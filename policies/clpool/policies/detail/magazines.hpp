@@ -211,7 +211,7 @@ struct thread_cache_ops {
         auto& s = pool.stripes_[P::stripe_of(index)];
         auto& sl = m.buckets[index];
         std::lock_guard lock(s.mutex);
-        if constexpr (P::event_traits::supported) {
+        if constexpr (P::traits::has_events) {
             if (!bucket.pending.empty()) pool.reap_pending(bucket, s);
         }
         std::size_t got = 0;
