@@ -17,13 +17,11 @@ namespace clpool {
 // the pool frees it (then: unmap, wait, release; mapped_buffer::reset).
 //
 // Using the mapped pointer as the host side of clEnqueueWriteBuffer /
-// clEnqueueReadBuffer on ANOTHER buffer while it stays mapped is NVIDIA's
-// documented pinned-memory pattern (NVIDIA OpenCL Best Practices Guide,
-// "Pinned Memory": create with CL_MEM_ALLOC_HOST_PTR, map once, copy from the
-// mapped pointer): the driver recognises the pinned pages and DMAs at full
-// speed. On PoCL (CPU) the pointer is ordinary host memory. A staged transfer
-// through these buffers therefore does no map or unmap at all (~86 us per
-// chunk on the H200 through NVIDIA's OpenCL, docs/TRANSFERS.md).
+// clEnqueueReadBuffer on ANOTHER buffer while it stays mapped is the vendors'
+// documented pinned-memory pattern (create with CL_MEM_ALLOC_HOST_PTR, map
+// once, copy from the mapped pointer): the driver recognises the pinned pages
+// and DMAs at full speed. A staged transfer through these buffers therefore
+// does no map or unmap at all (docs/TRANSFERS.md has what a map costs).
 //
 // Every memory kind is served as host-pinned memory except device_local,
 // which fails (CL_INVALID_VALUE): this backend only makes mapped pinned

@@ -30,9 +30,9 @@ struct TransferOptions {
     // the host fills chunk i+1 while the device copies chunk i. A transfer of
     // fewer chunks than buffers is cut in staging_buffers pieces (>= 64 KiB).
     // 0 (default): automatic, a power of two near n/8 between 4 and 16 MiB, so
-    // per-chunk costs (an enqueue, an event wait, a thread hand-off: tens of
-    // us on a GPU driver) stay small beside a chunk's DMA (16 MiB: ~0.3 ms at
-    // 55 GB/s) while a transfer still has >= 8 chunks to overlap.
+    // per-chunk costs (an enqueue, an event wait, a thread hand-off) stay
+    // small beside a chunk's DMA while a transfer still has >= 8 chunks to
+    // overlap (docs/TRANSFERS.md).
     std::size_t chunk_bytes = 0;
     unsigned staging_buffers = 3;
     // Transfers of at most this many bytes go direct: for them the extra host
@@ -165,7 +165,7 @@ inline bool pageable(const void* host, std::size_t n, const TransferOptions& o) 
 // Whether a direct (unstaged) transfer is made blocking. A non-blocking
 // pageable copy gives the driver nothing to overlap (it must copy the bytes
 // out of or into pageable memory itself), and waiting on its event after a
-// flush costs a further round trip (~10 us on NVIDIA) over a blocking call:
+// flush costs a further driver round trip over a blocking call:
 //  * downloads into pageable memory: always, unless wait_for events are given
 //    (a blocking read behind a user event the caller has not set yet could
 //    never return);
@@ -206,8 +206,8 @@ inline MappedPinnedPool* staging_pool_for(const cl::CommandQueue& q, const void*
 // 64 KiB), so the host copy of one chunk still overlaps the device copy of
 // another, and such a transfer never waits on the host for its own copies.
 // chunk_bytes 0: the cap is the power of two >= n/8, clamped to 4..16 MiB.
-// The 4 MiB floor is measured: on the H200 a 16 MiB staged upload ran at
-// 19.9 GB/s in 4 MiB chunks and 14.5 GB/s in 2 MiB chunks (per-chunk costs).
+// The 4 MiB floor is measured (docs/TRANSFERS.md, chunk sweep): smaller
+// chunks lose more to per-chunk costs than they gain in overlap.
 inline std::size_t auto_chunk_cap(std::size_t n) noexcept {
     constexpr std::size_t lo = std::size_t{4} << 20, hi = std::size_t{16} << 20;
     std::size_t cap = lo;
