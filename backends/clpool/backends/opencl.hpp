@@ -80,7 +80,7 @@ inline cl_device_id first_gpu_or_any_device() {
 // Serialises the enqueue-and-wait that a backend does on its private queue.
 // NVIDIA's OpenCL driver (580.159.04, H200) crashed inside one of its own
 // threads whenever eight threads each enqueued a commit (a migrate) on one
-// shared queue and waited for it: tests/test_stress.cpp with ThreadCached,
+// shared queue and waited for it: tests/core/test_stress.cpp with ThreadCached,
 // whose threads miss concurrently, every run; with these commits serialised
 // it passed. A hit never takes it: only a miss (a driver allocation, tens of
 // microseconds) and the free of a mapped buffer do.
