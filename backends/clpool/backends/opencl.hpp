@@ -18,6 +18,17 @@
 #endif
 #include <CL/opencl.hpp>
 
+// CL-HPP defines Device::default_, Context::default_ and CommandQueue::default_ as inline static
+// members in every translation unit that includes it; their destructors name these three calls,
+// so a program that includes clpool (the umbrella header) but uses only host pools would need
+// -lOpenCL just to link. Weak references let it link without: they are called only on a non-null
+// handle, which only OpenCL itself can have made (and then libOpenCL is linked and they resolve).
+#if defined(__GNUC__) && defined(__ELF__)
+#pragma weak clReleaseDevice
+#pragma weak clReleaseContext
+#pragma weak clReleaseCommandQueue
+#endif
+
 #include <clpool/core/backend.hpp>
 #include <clpool/core/errors.hpp>
 
