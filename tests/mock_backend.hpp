@@ -6,9 +6,51 @@
 
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
+#include <mutex>
+#include <utility>
+#include <vector>
 
 namespace clpool::test {
+
+struct Ledger;
+
+// Every Ledger alive, numbered in the order they were made: after each test case (and each
+// subcase pass), tests/ledger_check.cpp checks that the ledgers made during it have no
+// allocation live, so every test that uses a MockBackend also checks that nothing leaked.
+class LedgerList {
+public:
+    static LedgerList& instance() {
+        static auto* list = new LedgerList;  // never destroyed: a static Ledger may outlive it
+        return *list;
+    }
+    std::uint64_t add(const Ledger* l) {
+        std::lock_guard g(m_);
+        live_.push_back({l, next_});
+        return next_++;
+    }
+    void remove(const Ledger* l) noexcept {
+        std::lock_guard g(m_);
+        std::erase_if(live_, [l](const auto& e) { return e.first == l; });
+    }
+    std::uint64_t next_serial() const {
+        std::lock_guard g(m_);
+        return next_;
+    }
+    // f(const Ledger&) for each ledger alive that was made at or after `serial`.
+    template <class F>
+    void for_each_since(std::uint64_t serial, F f) const {
+        std::lock_guard g(m_);
+        for (const auto& [l, s] : live_)
+            if (s >= serial) f(*l);
+    }
+
+private:
+    mutable std::mutex m_;
+    std::vector<std::pair<const Ledger*, std::uint64_t>> live_;
+    std::uint64_t next_ = 0;
+};
 
 // Shared between a MockBackend and the test, so the test can check, after the
 // pool is gone, that every buffer came back.
@@ -22,6 +64,11 @@ struct Ledger {
     std::atomic<long> live_bytes{0};
     std::atomic<long> capacity{-1};       // bytes the "device" has (-1: unlimited)
     std::atomic<bool> fail_as_driver_error{false};  // scripted failures: alloc_status::failed, not out_of_memory
+
+    Ledger() { LedgerList::instance().add(this); }
+    ~Ledger() { LedgerList::instance().remove(this); }
+    Ledger(const Ledger&) = delete;
+    Ledger& operator=(const Ledger&) = delete;
 };
 
 // Host memory that tells the ledger when it is freed.

@@ -2,7 +2,7 @@
 # the host backend alone must build and pass its tests; OpenCL tests are compiled out.
 set -euo pipefail
 jobs=$(nproc)
-cmake -S . -B build/no-opencl -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCLPOOL_WITH_OPENCL=OFF \
+cmake -S . -B build/no-opencl -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCLPOOL_WITH_OPENCL=OFF -DCLPOOL_WERROR=ON \
   -DCLPOOL_BUILD_BENCHMARKS=OFF -DCLPOOL_BUILD_TOOLS=OFF
 cmake --build build/no-opencl -j "$jobs"
 # Nothing in this build may link the ICD loader.

@@ -18,6 +18,17 @@
 #endif
 #include <CL/opencl.hpp>
 
+// CL-HPP defines Device::default_, Context::default_ and CommandQueue::default_ as inline static
+// members in every translation unit that includes it; their destructors name these three calls,
+// so a program that includes clpool (the umbrella header) but uses only host pools would need
+// -lOpenCL just to link. Weak references let it link without: they are called only on a non-null
+// handle, which only OpenCL itself can have made (and then libOpenCL is linked and they resolve).
+#if defined(__GNUC__) && defined(__ELF__)
+#pragma weak clReleaseDevice
+#pragma weak clReleaseContext
+#pragma weak clReleaseCommandQueue
+#endif
+
 #include <clpool/core/backend.hpp>
 #include <clpool/core/errors.hpp>
 
@@ -84,7 +95,7 @@ inline cl_device_id first_gpu_or_any_device() {
 // Serialises the enqueue-and-wait that a backend does on its private queue.
 // NVIDIA's OpenCL driver (580.159.04, H200) crashed inside one of its own
 // threads whenever eight threads each enqueued a commit (a migrate) on one
-// shared queue and waited for it: tests/test_stress.cpp with ThreadCached,
+// shared queue and waited for it: tests/core/test_stress.cpp with ThreadCached,
 // whose threads miss concurrently, every run; with these commits serialised
 // it passed. A hit never takes it: only a miss (a driver allocation, tens of
 // microseconds) and the free of a mapped buffer do.
