@@ -221,7 +221,8 @@ public:
 private:
     using list_type = detail::block_list<block_type>;
 
-    struct bucket_state {
+    // 16-byte aligned, so counts' hot pair is (see bucket_counts).
+    struct alignas(16) bucket_state {
         list_type free;     // LIFO: the most recently used buffer is warmest
         list_type pending;  // released with events still running
         detail::bucket_counts counts;

@@ -7,10 +7,12 @@
 
 namespace clpool::detail {
 
-// One bucket's figures; guarded by the bucket's stripe.
+// One bucket's figures; guarded by the bucket's stripe. cached and in_use come
+// first: a hit moves both, as one 16-byte pair, which at a 16-byte aligned
+// offset never straddles two cache lines.
 struct bucket_counts {
-    std::uint64_t hits = 0, misses = 0, evictions = 0;
     std::size_t cached = 0, in_use = 0, pending = 0;
+    std::uint64_t hits = 0, misses = 0, evictions = 0;
 };
 
 // One lock stripe's statistics (what stats() sums), guarded by its lock. Each
