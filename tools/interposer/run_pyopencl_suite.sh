@@ -4,7 +4,7 @@
 #
 # Usage: run_pyopencl_suite.sh LIBRARY [OUTDIR]
 #   LIBRARY  path of libclpool_interpose.so;  OUTDIR  where logs and lists go (default: a temp dir)
-# Env: PYOPENCL_FILES (default: the four files of issue 7), PER_FILE_TIMEOUT (s, default 600),
+# Env: PYOPENCL_FILES (default: the four allocation-heavy files below), PER_FILE_TIMEOUT (s, default 600),
 #      PYTEST_K (a -k expression to run a subset), SKIP_CLPEAK=1, TRACE_DIR (write traces there),
 #      WARMUP=0 (skip the first plain run that fills PoCL's kernel cache; its results are not compared),
 #      CLPEAK_MODES (default "plain preload"; "preload" alone proves it runs to the end).

@@ -93,12 +93,9 @@ inline cl_device_id first_gpu_or_any_device() {
 }
 
 // Serialises the enqueue-and-wait that a backend does on its private queue.
-// NVIDIA's OpenCL driver (580.159.04, H200) crashed inside one of its own
-// threads whenever eight threads each enqueued a commit (a migrate) on one
-// shared queue and waited for it: tests/core/test_stress.cpp with ThreadCached,
-// whose threads miss concurrently, every run; with these commits serialised
-// it passed. A hit never takes it: only a miss (a driver allocation, tens of
-// microseconds) and the free of a mapped buffer do.
+// A driver has crashed when many threads enqueued and waited on one queue at
+// once (docs/RELIABILITY.md). A hit never takes it: only a miss (a driver
+// allocation) and the free of a mapped buffer do.
 inline std::mutex& private_queue_mutex(cl_command_queue q) noexcept {
     static auto* locks = new std::mutex[64];  // never destroyed: usable from any destructor
     return locks[(reinterpret_cast<std::uintptr_t>(q) >> 6) % 64];
@@ -173,8 +170,7 @@ allocation<Memory> failed_allocation(cl_int err) noexcept {
 // access_flags (CL_MEM_READ_WRITE unless given) plus CL_MEM_ALLOC_HOST_PTR for
 // host_pinned memory, then committed on the backend's own queue:
 // device-local by migrating them to the device with undefined content,
-// host-pinned by mapping them once. Drivers allocate lazily (NVIDIA and PoCL
-// at first use), so committing makes failures show at allocate and keeps
+// host-pinned by mapping them once. Drivers allocate lazily (at first use), so committing makes failures show at allocate and keeps
 // first-touch off the hit path. Thread-safe.
 class OpenCLBackend {
 public:

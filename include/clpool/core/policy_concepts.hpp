@@ -43,7 +43,10 @@ concept LimitPolicy = requires(const P& p, std::size_t n) {
 // A lock policy names a BasicLockable `mutex_type` and how many independent
 // stripes a pool's buckets are spread over. Stripe s guards the buckets with
 // index % stripes == s; statistics are kept per stripe, and a snapshot locks
-// every stripe in order.
+// every stripe in order. It may also supply a front, a cache the pool calls
+// before its shared lists: `template <class SharedLists> using front = ...;`
+// (a PoolFront, front.hpp; ThreadCached's per-thread magazines). Without one
+// the pool has none (no_front).
 template <class P>
 concept LockPolicy = requires {
     typename P::mutex_type;

@@ -3,7 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <ostream>
+#include <iosfwd>
 #include <vector>
 
 namespace clpool {
@@ -44,7 +44,9 @@ struct PoolStats {
     std::size_t bytes_wasted() const noexcept { return bytes_in_use - bytes_requested; }
 };
 
-inline std::ostream& operator<<(std::ostream& os, const PoolStats& s) {
+// A template so that this header needs only <iosfwd>; the caller has <ostream>.
+template <class Char, class Traits>
+std::basic_ostream<Char, Traits>& operator<<(std::basic_ostream<Char, Traits>& os, const PoolStats& s) {
     return os << "hits=" << s.hits << " misses=" << s.misses << " hit_rate=" << s.hit_rate()
               << " evictions=" << s.evictions << " bytes_allocated=" << s.bytes_allocated
               << " bytes_cached=" << s.bytes_cached << " bytes_in_use=" << s.bytes_in_use

@@ -2,20 +2,21 @@
 #pragma once
 
 #include <atomic>
-#include <thread>
+
+#include <sched.h>
 
 namespace clpool {
 
 // A test-and-test-and-set lock that never sleeps in the kernel (the oneTBB
-// spin_mutex design). Why not std::mutex: a pool hit holds the lock for ~10 ns,
-// and pthread_mutex_lock/unlock cost three to four times that on their own
-// (two atomic read-modify-writes plus a call each; 77% of a 45 ns one-mutex
-// hit pair on the H200 host, docs/BENCHMARKS.md). Here lock() is one atomic
+// spin_mutex design). Why not std::mutex: a pool hit holds the lock for a few
+// nanoseconds, and pthread_mutex_lock/unlock cost several times that on their
+// own (two atomic read-modify-writes plus a call each; docs/BENCHMARKS.md has
+// the measurements). Here lock() is one atomic
 // exchange and unlock() a plain release store: no waiters are woken, because
 // none sleep.
 //
 // Waiting: spin on a read (no cache-line ping-pong) with a growing number of
-// pause instructions, then std::this_thread::yield() so a preempted holder can
+// pause instructions, then sched_yield() so a preempted holder can
 // run. The trade-off: a waiter burns its core (or yields in a loop) instead of
 // sleeping, which is right for the pools' short sections and wrong for long
 // ones. Pools never hold it across a driver allocation or free. If your threads
@@ -60,7 +61,7 @@ private:
                     for (int i = 0; i < pauses; ++i) pause();
                     pauses *= 2;
                 } else {
-                    std::this_thread::yield();
+                    sched_yield();  // what std::this_thread::yield calls, without <thread>
                 }
             }
         } while (locked_.exchange(true, std::memory_order_acquire));

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <clpool/policies/locks.hpp>
+#include <clpool/policies/detail/magazines.hpp>
 
 #include <cstddef>
 #include <type_traits>
@@ -38,6 +39,9 @@ struct ThreadCached {
     static constexpr std::size_t stripes = Shared::stripes;
     static constexpr std::size_t magazine_size = K;
     using shared_policy = Shared;
+    // The pool's front: this thread's magazines (detail/magazines.hpp).
+    template <class SharedLists>
+    using front = detail::magazines<SharedLists, K>;
 };
 
 static_assert(LockPolicy<ThreadCached<>>);

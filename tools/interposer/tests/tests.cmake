@@ -42,7 +42,7 @@ set_tests_properties(interpose_oom.preload PROPERTIES
 # Allocation churn, plain vs interposed (a measurement, not a test: run it by hand or from
 # benchmarks/gpu/interposer.sh).
 add_executable(interpose_bench ${CMAKE_CURRENT_SOURCE_DIR}/tests/interpose_bench.c)
-target_link_libraries(interpose_bench PRIVATE OpenCL::OpenCL)
+target_link_libraries(interpose_bench PRIVATE OpenCL::OpenCL clpool_warnings)
 
 # The reuse-ordering protocol's unit tests: its logic on fake queues and events. Not linked with
 # OpenCL, so a call to the driver from reuse_order.cpp fails the build.
@@ -52,7 +52,6 @@ add_executable(interposer_protocol_tests ${PROJECT_SOURCE_DIR}/tests/main.cpp
 target_include_directories(interposer_protocol_tests PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}
                            $<TARGET_PROPERTY:OpenCL::OpenCL,INTERFACE_INCLUDE_DIRECTORIES>)
 target_compile_definitions(interposer_protocol_tests PRIVATE CL_TARGET_OPENCL_VERSION=300)
-target_link_libraries(interposer_protocol_tests PRIVATE doctest::doctest)
+target_link_libraries(interposer_protocol_tests PRIVATE doctest::doctest clpool_warnings)
 target_compile_features(interposer_protocol_tests PRIVATE cxx_std_20)
-target_compile_options(interposer_protocol_tests PRIVATE -Wall -Wextra -Wpedantic)
 add_test(NAME interposer_protocol_tests COMMAND interposer_protocol_tests)

@@ -1,4 +1,4 @@
-// thread_cache: the per-thread magazines behind the ThreadCached lock policy.
+// magazines: ThreadCached's front, per-thread magazines of idle buffers before a pool's shared lists.
 #pragma once
 
 #include <clpool/core/detail/process_state.hpp>
@@ -11,7 +11,6 @@
 #include <cstdint>
 #include <mutex>
 #include <new>
-#include <thread>
 #include <vector>
 
 namespace clpool::detail {
@@ -26,8 +25,8 @@ using spin_lock = clpool::spin_mutex;
 // registry; the last of the two to let go deletes it.
 struct magazine_base {
     spin_lock lock;
-    void* pool = nullptr;                            // guarded by lock; nullptr once detached
-    void (*flush)(magazine_base*) noexcept = nullptr;  // gives every buffer back to `pool` (lock held)
+    void* lists = nullptr;                           // its pool's shared lists; guarded by lock; nullptr once detached
+    void (*flush)(magazine_base*) noexcept = nullptr;  // gives every buffer back to `lists` (lock held)
     void (*destroy)(magazine_base*) noexcept = nullptr;
     std::atomic<int> refs{2};
     // The fork generation it was made in. In a fork child a parent's magazine
@@ -40,7 +39,7 @@ struct magazine_base {
     }
     bool detached() noexcept {
         std::lock_guard g(lock);
-        return pool == nullptr;
+        return lists == nullptr;
     }
 };
 
@@ -69,9 +68,9 @@ struct thread_magazines {
             if (!same_process(e.mag->generation)) continue;
             {
                 std::lock_guard g(e.mag->lock);
-                if (e.mag->pool) {
+                if (e.mag->lists) {
                     e.mag->flush(e.mag);
-                    e.mag->pool = nullptr;
+                    e.mag->lists = nullptr;
                 }
             }
             e.mag->drop();
@@ -133,270 +132,124 @@ struct alignas(64) magazine : magazine_base {
     std::array<slots, BucketCount> buckets{};
 };
 
-// The state a thread-cached pool adds: its registry and, per bucket, how many
-// magazine slots are reserved against the caps (guarded by the bucket's stripe).
-template <std::size_t BucketCount>
-struct thread_cache_state {
-    magazine_registry registry;
-    std::array<std::size_t, BucketCount> reserved{};
-};
-
-// What pools with other lock policies carry instead: nothing.
-struct no_thread_cache {};
-
-// The thread-cache paths of Pool<..., ThreadCached<K, Shared>, ...>. A friend
-// of the pool: the shared lists and counters are the pool's own.
+// ThreadCached<K>'s front over a pool's shared lists (a PoolFront, core/front.hpp):
+// the calling thread's magazine serves hits and takes releases; it refills and
+// drains K/2 blocks at a time through Lists::lock(index).
 //
 // Accounting: a block in a magazine, like a block handed out from one, stays
 // on its stripe's in-use list and counts as in use in the shared counters; the
 // magazine counts it as idle, and stats() moves it across. For the caps, each
-// magazine slot is reserved in the shared idle total and per-bucket count, so
-// cached + pending + every magazine's blocks never exceeds a cap.
-template <class P>
-struct thread_cache_ops {
-    using block_type = typename P::block_type;
-    static constexpr std::size_t K = P::lock_policy::magazine_size;
-    static constexpr std::size_t batch = K / 2;
-    using mag_type = magazine<block_type, K, P::exact_bucket>;
+// magazine slot is a slot reserved in the shared lists, so cached + pending +
+// every magazine's blocks never exceeds a cap.
+template <class Lists, std::size_t K>
+class magazines {
+public:
+    using block_type = typename Lists::block_type;
 
-    // The calling thread's magazine for `pool`, made on first use; nullptr if
-    // none can be had (thread exiting, out of host memory): use the shared lists.
-    static mag_type* mine(P& pool) noexcept {
-        thread_magazines* t = thread_magazines::get();
-        if (!t) return nullptr;
-        const auto serial = pool.tc_.registry.serial;
-        for (auto& e : t->entries)
-            if (e.serial == serial) return static_cast<mag_type*>(e.mag);
-        return enroll(pool, *t);
-    }
-
-    static mag_type* enroll(P& pool, thread_magazines& t) noexcept {
-        auto& reg = pool.tc_.registry;
-        mag_type* m = nullptr;
-        try {
-            t.prune();
-            t.entries.reserve(t.entries.size() + 1);
-            std::lock_guard g(reg.mutex);
-            reg.prune();
-            reg.mags.reserve(reg.mags.size() + 1);
-            m = new mag_type;
-            m->pool = &pool;
-            m->flush = &flush_thunk;
-            m->destroy = [](magazine_base* b) noexcept { delete static_cast<mag_type*>(b); };
-            reg.mags.push_back(m);  // capacity reserved: cannot throw
-        } catch (...) {
-            return nullptr;
-        }
-        t.entries.push_back({reg.serial, m});
-        return m;
-    }
-
-    // A hit from the magazine, refilled from the shared lists when empty.
-    // nullptr is a miss (counted): the caller creates a buffer.
-    static block_type* take(P& pool, mag_type& m, std::size_t index, std::size_t nbytes) noexcept {
-        std::lock_guard g(m.lock);
-        auto& sl = m.buckets[index];
-        if (sl.count == 0 && !refill(pool, m, index)) return nullptr;
+    // A hit from the calling thread's magazine, refilled from the shared lists
+    // when empty. nullptr (no magazine, nothing free, or the exact bucket): the
+    // pool takes from the shared lists.
+    block_type* take(Lists& lists, std::size_t index, std::size_t nbytes) noexcept {
+        if (index >= Lists::exact_bucket) return nullptr;
+        mag_type* m = mine(lists);
+        if (!m) return nullptr;
+        std::lock_guard g(m->lock);
+        auto& sl = m->buckets[index];
+        if (sl.count == 0 && !refill(lists, *m, index)) return nullptr;
         block_type* b = sl.blocks[--sl.count];
         ++sl.hits;
-        m.bytes_idle -= b->bucket_bytes;
-        m.requested += nbytes;
+        m->bytes_idle -= b->bucket_bytes;
+        m->requested += nbytes;
         b->requested = nbytes;
         return b;
     }
 
-    // Moves up to K/2 free blocks into the magazine (stripe lock taken here).
-    static bool refill(P& pool, mag_type& m, std::size_t index) noexcept {
-        auto& bucket = pool.buckets_[index];
-        auto& s = pool.stripes_[P::stripe_of(index)];
-        auto& sl = m.buckets[index];
-        std::lock_guard lock(s.mutex);
-        if constexpr (P::traits::has_events) {
-            if (!bucket.pending.empty()) pool.reap_pending(bucket, s);
-        }
-        std::size_t got = 0;
-        for (; got < batch && !bucket.free.empty(); ++got) {
-            block_type& b = bucket.free.front();
-            bucket.free.pop_front();
-            const std::size_t bytes = b.bucket_bytes;
-            --bucket.cached_count;
-            ++bucket.in_use_count;
-            s.bytes_cached -= bytes;
-            s.bytes_in_use += bytes;
-            s.in_use.push_back(b);
-            if (sl.count < sl.reserved) {
-                pool.idle_total_.sub(bytes);  // it fills a slot already counted as idle
-            } else {
-                ++sl.reserved;  // its place in the caps moves with it
-                ++pool.tc_.reserved[index];
-            }
-            sl.blocks[sl.count++] = &b;
-            m.bytes_idle += bytes;
-        }
-        if (got == 0) {
-            ++s.misses;
-            ++bucket.misses;
-            return false;
-        }
-        s.peak_in_use = std::max(s.peak_in_use, s.bytes_in_use);
-        return true;
-    }
-
-    // A release into the magazine: a free reserved slot takes it at once;
-    // otherwise, under the stripe lock, a full magazine drains K/2 and one more
-    // slot is reserved if the limit policy admits it, else the block is evicted.
-    static void put(P& pool, mag_type& m, block_type* b, std::size_t nbytes) noexcept {
+    // A release into the calling thread's magazine: a free reserved slot takes
+    // it at once; otherwise, under the stripe lock, a full magazine drains K/2
+    // and one more slot is reserved if the caps admit it, else the block is
+    // evicted. False (no magazine, the exact bucket, after shutdown()): the
+    // pool puts it back in the shared lists.
+    bool put(Lists& lists, block_type* b, std::size_t nbytes) noexcept {
         const std::size_t index = b->bucket;
         const std::size_t bytes = b->bucket_bytes;
+        if (index >= Lists::exact_bucket || shut_down()) return false;
+        mag_type* m = mine(lists);
+        if (!m) return false;
         bool keep = true;
         {
-            std::lock_guard g(m.lock);
-            auto& sl = m.buckets[index];
+            std::lock_guard g(m->lock);
+            auto& sl = m->buckets[index];
             if (sl.count >= sl.reserved) {
-                auto& bucket = pool.buckets_[index];
-                auto& s = pool.stripes_[P::stripe_of(index)];
-                std::lock_guard lock(s.mutex);
-                if (sl.count == K) drain(pool, m, index, batch);
-                const std::size_t in_bucket = bucket.cached_count + bucket.pending_count + pool.tc_.reserved[index];
-                keep = pool.idle_total_.try_reserve(bytes, [&](std::size_t idle_before) {
-                    return pool.limits_.admit(bytes, idle_before, in_bucket);
-                });
-                if (keep) {
-                    ++sl.reserved;
-                    ++pool.tc_.reserved[index];
-                } else {
-                    s.in_use.erase(s.in_use.iterator_to(*b));
-                    --bucket.in_use_count;
-                    s.bytes_in_use -= bytes;
-                    s.bytes_requested -= nbytes;
-                    ++s.evictions;
-                    ++bucket.evictions;
-                    ++s.driver_frees;
-                    pool.held_.sub(bytes);
-                }
+                auto bucket = lists.lock(index);
+                if (sl.count == K) drain(bucket, *m, index, batch);
+                keep = bucket.reserve();
+                if (keep) ++sl.reserved;
+                else bucket.evict(*b, nbytes);
             }
             if (keep) {
                 sl.blocks[sl.count++] = b;
-                m.bytes_idle += bytes;
-                m.requested -= nbytes;
+                m->bytes_idle += bytes;
+                m->requested -= nbytes;
             }
         }
-        if (!keep) delete b;  // outside the locks: the driver may take its time
-    }
-
-    // Moves the n coldest blocks of a bucket's magazine to the shared free
-    // list, with their reservations. Magazine and stripe locks held.
-    static void drain(P& pool, mag_type& m, std::size_t index, std::size_t n) noexcept {
-        auto& bucket = pool.buckets_[index];
-        auto& s = pool.stripes_[P::stripe_of(index)];
-        auto& sl = m.buckets[index];
-        n = std::min<std::size_t>(n, sl.count);
-        for (std::size_t i = 0; i < n; ++i) {
-            block_type& b = *sl.blocks[i];
-            const std::size_t bytes = b.bucket_bytes;
-            s.in_use.erase(s.in_use.iterator_to(b));
-            --bucket.in_use_count;
-            s.bytes_in_use -= bytes;
-            bucket.free.push_back(b);  // the cold end: warmer buffers stay in front
-            ++bucket.cached_count;
-            s.bytes_cached += bytes;
-            m.bytes_idle -= bytes;
-        }
-        std::copy(sl.blocks.begin() + n, sl.blocks.begin() + sl.count, sl.blocks.begin());
-        sl.count -= static_cast<std::uint32_t>(n);
-        sl.reserved -= static_cast<std::uint32_t>(n);
-        pool.tc_.reserved[index] -= n;
-    }
-
-    // Gives everything in a magazine back to the shared lists, releases its
-    // spare reservations and folds its counters into the stripes'. Magazine
-    // lock held.
-    static void flush(P& pool, mag_type& m) noexcept {
-        for (std::size_t i = 0; i < P::exact_bucket; ++i) {
-            auto& sl = m.buckets[i];
-            if (sl.count == 0 && sl.reserved == 0 && sl.hits == 0) continue;
-            auto& s = pool.stripes_[P::stripe_of(i)];
-            std::lock_guard lock(s.mutex);
-            drain(pool, m, i, sl.count);
-            const std::size_t spare = sl.reserved;
-            if (spare) pool.idle_total_.sub(spare * P::bucket_policy::size_from_index(i));
-            pool.tc_.reserved[i] -= spare;
-            sl.reserved = 0;
-            s.hits += sl.hits;
-            pool.buckets_[i].hits += sl.hits;
-            sl.hits = 0;
-        }
-        if (m.requested) {
-            auto& s = pool.stripes_[0];
-            std::lock_guard lock(s.mutex);
-            s.bytes_requested += m.requested;
-            m.requested = 0;
-        }
-    }
-
-    static void flush_thunk(magazine_base* b) noexcept {
-        auto* m = static_cast<mag_type*>(b);
-        flush(*static_cast<P*>(m->pool), *m);
+        if (!keep) Lists::dispose(b);  // outside the locks: the driver may take its time
+        return true;
     }
 
     // trim(): every magazine gives its buffers back first.
-    static void flush_all(P& pool) noexcept {
-        auto& reg = pool.tc_.registry;
-        std::lock_guard g(reg.mutex);
-        for (magazine_base* b : reg.mags) {
+    void flush(Lists& lists) noexcept {
+        std::lock_guard g(registry_.mutex);
+        for (magazine_base* b : registry_.mags) {
             std::lock_guard ml(b->lock);
-            if (b->pool) flush(pool, *static_cast<mag_type*>(b));
+            if (b->lists) empty(lists, *static_cast<mag_type*>(b));
         }
-        reg.prune();
+        registry_.prune();
     }
 
     // ~Pool: every magazine gives its buffers back and is cut loose; a thread
     // that still has it finds it detached.
-    static void detach_all(P& pool) noexcept {
-        auto& reg = pool.tc_.registry;
-        std::lock_guard g(reg.mutex);
-        for (magazine_base* b : reg.mags) {
+    void detach(Lists& lists) noexcept {
+        std::lock_guard g(registry_.mutex);
+        for (magazine_base* b : registry_.mags) {
             {
                 std::lock_guard ml(b->lock);
-                if (b->pool) flush(pool, *static_cast<mag_type*>(b));
-                b->pool = nullptr;
+                if (b->lists) empty(lists, *static_cast<mag_type*>(b));
+                b->lists = nullptr;
             }
             b->drop();
         }
-        reg.mags.clear();
+        registry_.mags.clear();
     }
 
     // ~Pool in a fork child: the magazines are cut loose without their locks
     // (a parent thread may have held one at the fork; it does not exist here)
     // and without the driver; their buffers leak with the pool's.
-    static void abandon_all(P& pool) noexcept {
-        for (magazine_base* b : pool.tc_.registry.mags) b->pool = nullptr;
+    void abandon() noexcept {
+        for (magazine_base* b : registry_.mags) b->lists = nullptr;
     }
 
     // A consistent snapshot: the registry, every magazine, then every stripe
     // are locked while read; magazine contents are reported as cached.
-    template <class Stats>
-    static Stats stats(const P& pool) {
-        auto& reg = pool.tc_.registry;
-        std::lock_guard g(reg.mutex);
-        for (magazine_base* b : reg.mags) b->lock.lock();
+    auto stats(const Lists& lists) const {
+        std::lock_guard g(registry_.mutex);
+        for (magazine_base* b : registry_.mags) b->lock.lock();
         struct unlock_all {
             const std::vector<magazine_base*>& mags;
             ~unlock_all() {
                 for (magazine_base* b : mags) b->lock.unlock();
             }
-        } unlocker{reg.mags};
-        Stats out = pool.snapshot();
-        for (magazine_base* b : reg.mags) {
+        } unlocker{registry_.mags};
+        auto out = lists.snapshot();
+        for (magazine_base* b : registry_.mags) {
             const auto& m = *static_cast<const mag_type*>(b);
             out.bytes_cached += m.bytes_idle;
             out.bytes_in_use -= m.bytes_idle;
             out.bytes_requested += m.requested;
-            for (std::size_t i = 0; i < P::exact_bucket; ++i) {
+            for (std::size_t i = 0; i < Lists::exact_bucket; ++i) {
                 const auto& sl = m.buckets[i];
                 if (sl.count == 0 && sl.hits == 0) continue;
                 out.hits += sl.hits;
-                const std::size_t size = P::bucket_policy::size_from_index(i);
+                const std::size_t size = Lists::size_of(i);
                 auto it = std::find_if(out.buckets.begin(), out.buckets.end(),
                                        [&](const auto& bs) { return bs.bucket_size == size; });
                 if (it == out.buckets.end()) continue;  // cannot happen: the bucket has seen a miss
@@ -407,6 +260,96 @@ struct thread_cache_ops {
         }
         return out;
     }
+
+private:
+    static constexpr std::size_t batch = K / 2;
+    using mag_type = magazine<block_type, K, Lists::exact_bucket>;
+    using locked_bucket = typename Lists::locked_bucket;
+
+    // The calling thread's magazine for this pool, made on first use; nullptr if
+    // none can be had (thread exiting, out of host memory): use the shared lists.
+    mag_type* mine(Lists& lists) noexcept {
+        thread_magazines* t = thread_magazines::get();
+        if (!t) return nullptr;
+        const auto serial = registry_.serial;
+        for (auto& e : t->entries)
+            if (e.serial == serial) return static_cast<mag_type*>(e.mag);
+        return enroll(lists, *t);
+    }
+
+    mag_type* enroll(Lists& lists, thread_magazines& t) noexcept {
+        mag_type* m = nullptr;
+        try {
+            t.prune();
+            t.entries.reserve(t.entries.size() + 1);
+            std::lock_guard g(registry_.mutex);
+            registry_.prune();
+            registry_.mags.reserve(registry_.mags.size() + 1);
+            m = new mag_type;
+            m->lists = &lists;
+            m->flush = &flush_thunk;
+            m->destroy = [](magazine_base* b) noexcept { delete static_cast<mag_type*>(b); };
+            registry_.mags.push_back(m);  // capacity reserved: cannot throw
+        } catch (...) {
+            return nullptr;
+        }
+        t.entries.push_back({registry_.serial, m});
+        return m;
+    }
+
+    // Moves up to K/2 free blocks into an empty magazine (stripe lock taken
+    // here). Each lent block brings its place in the caps as a reserved slot;
+    // as many as the magazine already held empty are given back.
+    static bool refill(Lists& lists, mag_type& m, std::size_t index) noexcept {
+        auto& sl = m.buckets[index];
+        auto bucket = lists.lock(index);
+        const std::size_t got = bucket.lend(sl.blocks.data() + sl.count, batch);
+        if (got == 0) return false;
+        const std::size_t filled = std::min<std::size_t>(got, sl.reserved - sl.count);
+        bucket.unreserve(filled);
+        sl.count += static_cast<std::uint32_t>(got);
+        sl.reserved += static_cast<std::uint32_t>(got - filled);
+        m.bytes_idle += got * Lists::size_of(index);
+        return true;
+    }
+
+    // Moves the n coldest blocks of a bucket's magazine to the shared free
+    // list, with their reservations. Magazine and stripe locks held.
+    static void drain(locked_bucket& bucket, mag_type& m, std::size_t index, std::size_t n) noexcept {
+        auto& sl = m.buckets[index];
+        n = std::min<std::size_t>(n, sl.count);
+        bucket.put_cold(sl.blocks.data(), n);
+        m.bytes_idle -= n * Lists::size_of(index);
+        std::copy(sl.blocks.begin() + n, sl.blocks.begin() + sl.count, sl.blocks.begin());
+        sl.count -= static_cast<std::uint32_t>(n);
+        sl.reserved -= static_cast<std::uint32_t>(n);
+    }
+
+    // Gives everything in a magazine back to the shared lists, releases its
+    // spare reservations and folds its counters in. Magazine lock held.
+    static void empty(Lists& lists, mag_type& m) noexcept {
+        for (std::size_t i = 0; i < Lists::exact_bucket; ++i) {
+            auto& sl = m.buckets[i];
+            if (sl.count == 0 && sl.reserved == 0 && sl.hits == 0) continue;
+            auto bucket = lists.lock(i);
+            drain(bucket, m, i, sl.count);
+            bucket.unreserve(sl.reserved);
+            sl.reserved = 0;
+            bucket.add_hits(sl.hits);
+            sl.hits = 0;
+        }
+        if (m.requested) {
+            lists.add_requested(m.requested);
+            m.requested = 0;
+        }
+    }
+
+    static void flush_thunk(magazine_base* b) noexcept {
+        auto* m = static_cast<mag_type*>(b);
+        empty(*static_cast<Lists*>(m->lists), *m);
+    }
+
+    magazine_registry registry_;
 };
 
 }  // namespace clpool::detail

@@ -1,0 +1,39 @@
+// block: the host-side node for one driver allocation.
+#pragma once
+
+#include <boost/intrusive/list.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace clpool::detail {
+
+#ifdef NDEBUG
+using link_mode = boost::intrusive::link_mode<boost::intrusive::normal_link>;
+#else
+// Debug builds catch a node destroyed while still on a list.
+using link_mode = boost::intrusive::link_mode<boost::intrusive::safe_link>;
+#endif
+
+// The host-side node for one driver allocation. Lives on exactly one list at
+// a time: its bucket's free list, its bucket's pending list, or its stripe's
+// in-use list. Allocated on a miss only, so a hit allocates nothing.
+template <class Memory, class Event>
+struct block {
+    boost::intrusive::list_member_hook<link_mode> hook;
+    Memory memory;
+    std::size_t bucket_bytes = 0;
+    std::size_t requested = 0;    // what the current holder asked for (stats)
+    std::uint32_t bucket = 0;     // index into the pool's buckets
+    std::uint32_t generation = 0; // fork generation it was made in (process_state.hpp)
+    void* owner = nullptr;        // the pool; nullptr once that pool is destroyed
+    std::vector<Event> events;    // pending: reuse after these complete (capacity kept across reuses)
+};
+
+template <class Block>
+using block_list = boost::intrusive::list<
+    Block, boost::intrusive::member_hook<Block, decltype(Block::hook), &Block::hook>,
+    boost::intrusive::constant_time_size<false>>;
+
+}  // namespace clpool::detail

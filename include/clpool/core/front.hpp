@@ -1,0 +1,67 @@
+// front: what a lock policy may put in front of a pool's shared lists (ThreadCached's magazines), and none.
+#pragma once
+
+#include <clpool/core/policy_concepts.hpp>
+
+#include <concepts>
+#include <cstddef>
+
+namespace clpool {
+
+// A pool calls its front on every path, before the shared lists (Lists, a
+// shared_lists<...>), which the front reaches only through Lists's public
+// interface:
+//   take(lists, index, nbytes)  a buffer of bucket `index` from the front's own
+//                               cache, in use for nbytes; nullptr: the pool
+//                               takes from the shared lists (and counts a miss there)
+//   put(lists, block, nbytes)   a released buffer (no pending events): true if the
+//                               front took it (kept or evicted), false: the shared lists
+//   flush(lists)                trim(): every buffer the front holds back to the shared lists
+//   detach(lists)               ~Pool: as flush, then let go of the pool
+//   abandon()                   ~Pool in a fork child: let go without locks or driver calls
+//   stats(lists)                lists.snapshot() with the front's buffers and hits folded in
+// The exact bucket always belongs to the shared lists.
+template <class F, class Lists>
+concept PoolFront = requires(F& f, const F& cf, Lists& lists, const Lists& clists,
+                             typename Lists::block_type* b, std::size_t n) {
+    { f.take(lists, n, n) } noexcept -> std::same_as<typename Lists::block_type*>;
+    { f.put(lists, b, n) } noexcept -> std::same_as<bool>;
+    { f.flush(lists) } noexcept;
+    { f.detach(lists) } noexcept;
+    { f.abandon() } noexcept;
+    { cf.stats(clists) } -> std::same_as<decltype(clists.snapshot())>;
+};
+
+// The front of NoLock, SingleMutex, Striped and LockedBy: none. An empty type
+// whose calls do nothing, so the pool's calls to it compile away.
+struct no_front {
+    template <class Lists>
+    static constexpr typename Lists::block_type* take(Lists&, std::size_t, std::size_t) noexcept { return nullptr; }
+    template <class Lists>
+    static constexpr bool put(Lists&, typename Lists::block_type*, std::size_t) noexcept { return false; }
+    template <class Lists>
+    static constexpr void flush(Lists&) noexcept {}
+    template <class Lists>
+    static constexpr void detach(Lists&) noexcept {}
+    static constexpr void abandon() noexcept {}
+    template <class Lists>
+    static auto stats(const Lists& lists) { return lists.snapshot(); }
+};
+
+namespace detail {
+template <class Locks, class Lists>
+struct front_of {
+    using type = no_front;
+};
+template <class Locks, class Lists>
+    requires requires { typename Locks::template front<Lists>; }
+struct front_of<Locks, Lists> {
+    using type = typename Locks::template front<Lists>;
+};
+}  // namespace detail
+
+// A lock policy's front over Lists: its `front<Lists>` if it names one, else no_front.
+template <LockPolicy Locks, class Lists>
+using front_t = typename detail::front_of<Locks, Lists>::type;
+
+}  // namespace clpool

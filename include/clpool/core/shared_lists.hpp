@@ -1,0 +1,369 @@
+// shared_lists: a pool's buckets, lock stripes and counters, and the narrow interface a front uses on them.
+#pragma once
+
+#include <clpool/core/backend.hpp>
+#include <clpool/core/detail/block.hpp>
+#include <clpool/core/detail/counter.hpp>
+#include <clpool/core/detail/pool_counters.hpp>
+#include <clpool/core/detail/process_state.hpp>
+#include <clpool/core/policy_concepts.hpp>
+#include <clpool/core/stats.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <type_traits>
+#include <utility>
+
+namespace clpool {
+
+// The shared lists of a Pool over backend B: per bucket a free and a pending
+// list, per lock stripe the in-use list and the counters, and the byte totals
+// the caps are checked against. The pool holds them; its front (the lock
+// policy's, if any: front.hpp) reaches them only through lock(index), one
+// bucket with its stripe locked.
+//
+// Caps: what counts against them, in a bucket and in the idle-byte total, is
+// its cached and pending buffers plus the slots fronts have reserved (a front
+// keeps an idle buffer only in a reserved slot). admit() is the one place that
+// asks the limit policy.
+template <class B, BucketPolicy Buckets, LimitPolicy Limits, LockPolicy Locks>
+class shared_lists {
+    using traits = backend_traits<B>;  // the only caller of B's optional members
+
+public:
+    using event_type = typename traits::event_type;
+    using block_type = detail::block<typename B::memory_type, event_type>;
+
+    // The bucket that holds sizes no bucket can round to (above the device
+    // limit once rounded): exact-size buffers, matched by size.
+    static constexpr std::size_t exact_bucket = Buckets::bucket_count;
+    static constexpr std::size_t size_of(std::size_t index) noexcept { return Buckets::size_from_index(index); }
+
+    explicit shared_lists(Limits limits) : limits_(std::move(limits)) {}
+    shared_lists(const shared_lists&) = delete;
+    shared_lists& operator=(const shared_lists&) = delete;
+
+    const Limits& limits() const noexcept { return limits_; }
+
+    class locked_bucket;
+    // Bucket `index` (not the exact bucket), its stripe locked while the result lives.
+    locked_bucket lock(std::size_t index) noexcept { return locked_bucket(*this, index); }
+
+    // A front's change to bytes_requested (modulo 2^64), folded in.
+    void add_requested(std::size_t n) noexcept {
+        auto& s = stripes_[0];
+        std::lock_guard lock(s.mutex);
+        s.counters.bytes_requested += n;
+    }
+
+    // Frees a block outside every lock: the driver may take its time.
+    static void dispose(block_type* b) noexcept {
+        if constexpr (traits::free_waits_for_events) traits::wait_for(b->events.data(), b->events.size());
+        delete b;  // the driver frees it once any command still using it is done
+    }
+
+    // A hit: a cached buffer of the bucket (of exactly `bytes` in the exact
+    // bucket), in use for nbytes. nullptr is a miss, counted.
+    block_type* take(std::size_t index, std::size_t bytes, std::size_t nbytes) noexcept {
+        auto& bucket = buckets_[index];
+        auto& s = stripes_[stripe_of(index)];
+        std::lock_guard lock(s.mutex);
+        if constexpr (traits::has_events) {
+            if (!bucket.pending.empty()) reap_pending(bucket, s);
+        }
+        block_type* b = nullptr;
+        if (index != exact_bucket) {
+            if (!bucket.free.empty()) {
+                b = &bucket.free.front();
+                bucket.free.pop_front();
+            }
+        } else {
+            auto it = std::find_if(bucket.free.begin(), bucket.free.end(),
+                                   [&](const block_type& x) { return x.bucket_bytes == bytes; });
+            if (it != bucket.free.end()) {
+                b = &*it;
+                bucket.free.erase(it);
+            }
+        }
+        if (!b) {
+            s.counters.on_miss(bucket.counts);
+            return nullptr;
+        }
+        s.counters.on_hit(bucket.counts, b->bucket_bytes, nbytes);
+        idle_total_.sub(b->bucket_bytes);
+        b->requested = nbytes;
+        s.in_use.push_back(*b);
+        return b;
+    }
+
+    // A new buffer from the driver, in use for nbytes.
+    void adopt(block_type& b, std::size_t nbytes) noexcept {
+        auto& s = stripes_[stripe_of(b.bucket)];
+        std::lock_guard lock(s.mutex);
+        peak_held_.max(held_.add(b.bucket_bytes));
+        s.counters.on_create(buckets_[b.bucket].counts, b.bucket_bytes, nbytes);
+        b.requested = nbytes;
+        s.in_use.push_back(b);
+    }
+
+    // A released buffer: cached (pending, if its events still run) while the
+    // caps admit it, else given back to the driver.
+    void put_back(block_type* b, std::size_t nbytes, bool pending) noexcept {
+        auto& bucket = buckets_[b->bucket];
+        auto& s = stripes_[stripe_of(b->bucket)];
+        bool keep = false;
+        {
+            std::lock_guard lock(s.mutex);
+            s.in_use.erase(s.in_use.iterator_to(*b));
+            s.counters.on_release(bucket.counts, b->bucket_bytes, nbytes);
+            // After shutdown() nothing is cached: the buffer goes straight back.
+            keep = !detail::shut_down() && admit(b->bucket, b->bucket_bytes);
+            if (keep && pending) {
+                bucket.pending.push_back(*b);
+                s.counters.on_pending(bucket.counts, b->bucket_bytes);
+            } else if (keep) {
+                bucket.free.push_front(*b);
+                s.counters.on_cached(bucket.counts, b->bucket_bytes);
+            } else {
+                s.counters.on_evict(bucket.counts);
+                held_.sub(b->bucket_bytes);
+            }
+        }
+        if (!keep) dispose(b);
+    }
+
+    // Gives every cached and pending buffer back to the driver; returns the bytes.
+    std::size_t trim() noexcept {
+        list_type doomed;
+        std::size_t freed = 0;
+        for (std::size_t si = 0; si < Locks::stripes; ++si) {
+            auto& s = stripes_[si];
+            std::lock_guard lock(s.mutex);
+            for (std::size_t i = si; i < buckets_.size(); i += Locks::stripes) {
+                auto& bucket = buckets_[i];
+                for (auto* list : {&bucket.free, &bucket.pending}) {
+                    for (auto& b : *list) freed += b.bucket_bytes;
+                    doomed.splice(doomed.end(), *list);
+                }
+                s.counters.on_trim(bucket.counts);
+            }
+            const std::size_t stripe_idle = s.counters.drop_idle_bytes();
+            idle_total_.sub(stripe_idle);
+            held_.sub(stripe_idle);
+        }
+        dispose_all(doomed);
+        return freed;
+    }
+
+    // The pool is going: buffers still out become orphans (they free
+    // themselves on release), every idle one is freed.
+    void close() noexcept {
+        list_type doomed;
+        for (auto& s : stripes_) {
+            std::lock_guard lock(s.mutex);
+            for (auto& b : s.in_use) b.owner = nullptr;
+            s.in_use.clear();
+        }
+        for (auto& bucket : buckets_) {
+            doomed.splice(doomed.end(), bucket.free);
+            doomed.splice(doomed.end(), bucket.pending);
+        }
+        dispose_all(doomed);
+    }
+
+    void on_oom_retry(std::size_t index) noexcept {
+        auto& s = stripes_[stripe_of(index)];
+        std::lock_guard lock(s.mutex);
+        s.counters.on_oom_retry();
+    }
+    // Counts a failed allocation; returns the bytes held from the driver.
+    std::size_t on_failure(std::size_t index) noexcept {
+        auto& s = stripes_[stripe_of(index)];
+        // held_ is a plain integer under a one-stripe lock: read it there too.
+        std::lock_guard lock(s.mutex);
+        s.counters.on_failure();
+        return held_.load();
+    }
+
+    // A consistent snapshot: every stripe is locked (in order) while read.
+    PoolStats snapshot() const {
+        PoolStats out;
+        std::array<std::unique_lock<typename Locks::mutex_type>, Locks::stripes> locks;
+        for (std::size_t i = 0; i < Locks::stripes; ++i)
+            locks[i] = std::unique_lock(stripes_[i].mutex);
+        for (const auto& st : stripes_) {
+            const auto& s = st.counters;
+            out.hits += s.hits;
+            out.misses += s.misses;
+            out.evictions += s.evictions;
+            out.driver_frees += s.driver_frees;
+            out.oom_retries += s.oom_retries;
+            out.failed_allocations += s.failed;
+            out.bytes_cached += s.bytes_cached;
+            out.bytes_pending += s.bytes_pending;
+            out.bytes_in_use += s.bytes_in_use;
+            out.bytes_requested += s.bytes_requested;
+            out.peak_bytes_in_use += s.peak_in_use;
+        }
+        out.bytes_allocated = held_.load();
+        out.peak_bytes_allocated = peak_held_.load();
+        for (std::size_t i = 0; i < buckets_.size(); ++i) {
+            const auto& b = buckets_[i].counts;
+            if (b.hits + b.misses + b.cached + b.in_use + b.pending == 0) continue;
+            out.buckets.push_back({i == exact_bucket ? 0 : size_of(i), b.hits, b.misses, b.evictions, b.cached,
+                                   b.in_use, b.pending});
+        }
+        return out;
+    }
+
+private:
+    using list_type = detail::block_list<block_type>;
+
+    // 16-byte aligned, so counts' hot pair is (see bucket_counts).
+    struct alignas(16) bucket_state {
+        list_type free;     // LIFO: the most recently used buffer is warmest
+        list_type pending;  // released with events still running
+        detail::bucket_counts counts;
+    };
+
+    // One per lock stripe, on its own cache line so stripes do not share lines.
+    struct alignas(64) stripe_state {
+        mutable typename Locks::mutex_type mutex;
+        list_type in_use;
+        detail::stripe_counters counters;
+    };
+
+    static constexpr bool shared_counters = Locks::stripes > 1;
+    using counter = detail::counter<shared_counters>;
+    // An unlimited pool needs no running total of idle bytes: it would be one
+    // more shared cache line on the striped hot path.
+    using idle_counter =
+        std::conditional_t<requires { requires Limits::admits_everything; }, detail::null_counter, counter>;
+
+    static constexpr std::size_t stripe_of(std::size_t bucket) noexcept { return bucket % Locks::stripes; }
+
+    // May one more idle buffer of `bytes` stay in this bucket? On yes its bytes
+    // join the idle total. The one admission against the caps. Stripe locked.
+    bool admit(std::size_t index, std::size_t bytes) noexcept {
+        const auto& bucket = buckets_[index];
+        const std::size_t in_bucket = bucket.counts.cached + bucket.counts.pending + reserved_[index];
+        return idle_total_.try_reserve(
+            bytes, [&](std::size_t idle_before) { return limits_.admit(bytes, idle_before, in_bucket); });
+    }
+
+    // Moves pending buffers whose events have completed to the free list.
+    void reap_pending(bucket_state& bucket, stripe_state& s) noexcept {
+        for (auto it = bucket.pending.begin(); it != bucket.pending.end();) {
+            auto& b = *it;
+            const bool done = std::all_of(b.events.begin(), b.events.end(),
+                                          [](const event_type& e) { return traits::event_complete(e); });
+            if (!done) { ++it; continue; }
+            b.events.clear();
+            it = bucket.pending.erase(it);
+            bucket.free.push_front(b);
+            s.counters.on_reaped(bucket.counts, b.bucket_bytes);
+        }
+    }
+
+    static void dispose_all(list_type& doomed) noexcept {
+        doomed.clear_and_dispose([](block_type* b) { dispose(b); });
+    }
+
+    [[no_unique_address]] Limits limits_;
+    std::array<stripe_state, Locks::stripes> stripes_;
+    std::array<bucket_state, Buckets::bucket_count + 1> buckets_;
+    // Per bucket, the slots fronts hold against the caps (guarded by the
+    // bucket's stripe). Kept out of bucket_state so a bucket's hit-path fields
+    // keep their size and cache-line offsets whether or not a front exists.
+    std::array<std::size_t, Buckets::bucket_count + 1> reserved_{};
+    idle_counter idle_total_;  // cached + pending + reserved bytes, against the byte cap
+    counter held_;             // bytes held from the driver
+    counter peak_held_;
+};
+
+// One bucket of the shared lists with its stripe locked, for as long as this
+// lives: everything a front may do there. A front keeps the buffers it holds
+// in use in the shared counters (stats() moves them across) and holds one
+// reserved slot per idle buffer it may keep.
+template <class B, BucketPolicy Buckets, LimitPolicy Limits, LockPolicy Locks>
+class shared_lists<B, Buckets, Limits, Locks>::locked_bucket {
+public:
+    locked_bucket(const locked_bucket&) = delete;
+    locked_bucket& operator=(const locked_bucket&) = delete;
+
+    // Lends up to n free buffers (pending ones reaped first) to the front, in
+    // use; each keeps its place in the caps as a new reserved slot. Returns how many.
+    std::size_t lend(block_type** out, std::size_t n) noexcept {
+        if constexpr (traits::has_events) {
+            if (!bucket_.pending.empty()) lists_.reap_pending(bucket_, stripe_);
+        }
+        std::size_t got = 0;
+        for (; got < n && !bucket_.free.empty(); ++got) {
+            block_type& b = bucket_.free.front();
+            bucket_.free.pop_front();
+            stripe_.counters.on_lend(bucket_.counts, b.bucket_bytes);
+            stripe_.in_use.push_back(b);
+            out[got] = &b;
+        }
+        reserved_ += got;
+        return got;
+    }
+
+    // Takes n lent buffers back at the cold end of the free list (warmer
+    // buffers stay in front); their reserved slots become cached buffers.
+    void put_cold(block_type* const* blocks, std::size_t n) noexcept {
+        for (std::size_t i = 0; i < n; ++i) {
+            block_type& b = *blocks[i];
+            stripe_.in_use.erase(stripe_.in_use.iterator_to(b));
+            stripe_.counters.on_release(bucket_.counts, b.bucket_bytes, 0);
+            bucket_.free.push_back(b);
+            stripe_.counters.on_cached(bucket_.counts, b.bucket_bytes);
+        }
+        reserved_ -= n;
+    }
+
+    // One more reserved slot, if the caps admit an idle buffer more.
+    bool reserve() noexcept {
+        if (!lists_.admit(index_, bytes_)) return false;
+        ++reserved_;
+        return true;
+    }
+
+    // Gives back n empty reserved slots.
+    void unreserve(std::size_t n) noexcept {
+        if (n == 0) return;
+        lists_.idle_total_.sub(n * bytes_);
+        reserved_ -= n;
+    }
+
+    // A buffer released to the front that the caps refuse: out of the lists
+    // and counted; dispose() it once unlocked.
+    void evict(block_type& b, std::size_t nbytes) noexcept {
+        stripe_.in_use.erase(stripe_.in_use.iterator_to(b));
+        stripe_.counters.on_release(bucket_.counts, b.bucket_bytes, nbytes);
+        stripe_.counters.on_evict(bucket_.counts);
+        lists_.held_.sub(b.bucket_bytes);
+    }
+
+    // Hits the front served itself, folded into the shared counters.
+    void add_hits(std::uint64_t n) noexcept { stripe_.counters.on_front_hits(bucket_.counts, n); }
+
+private:
+    friend shared_lists;
+    locked_bucket(shared_lists& lists, std::size_t index) noexcept
+        : lists_(lists), bucket_(lists.buckets_[index]), stripe_(lists.stripes_[stripe_of(index)]),
+          reserved_(lists.reserved_[index]), index_(index), bytes_(size_of(index)), guard_(stripe_.mutex) {}
+
+    shared_lists& lists_;
+    bucket_state& bucket_;
+    stripe_state& stripe_;
+    std::size_t& reserved_;
+    const std::size_t index_;
+    const std::size_t bytes_;
+    std::lock_guard<typename Locks::mutex_type> guard_;
+};
+
+}  // namespace clpool
