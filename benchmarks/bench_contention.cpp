@@ -76,7 +76,7 @@ using HostPool = Pool<PowerOfTwoBuckets, DeviceLocal, Unlimited, Locks, HostBack
 int main(int argc, char** argv) {
     add<HostPool<NoLock>>("NoLock", 1);  // one thread only: the floor every policy pays on top of
     add<HostPool<SingleMutex>>("SingleMutex");
-    add<HostPool<LockedBy<std::mutex>>>("StdMutex");  // SingleMutex before spin_mutex
+    add<HostPool<LockedBy<std::mutex>>>("StdMutex");  // SingleMutex before SpinMutex
     add<HostPool<Striped<16>>>("Striped16");
     add<HostPool<ThreadCached<>>>("ThreadCached");
     add<HostPool<ThreadCached<8, Striped<16>>>>("ThreadCachedStriped16");

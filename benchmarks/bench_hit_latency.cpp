@@ -101,7 +101,7 @@ void register_all() {
 #endif
     add_hit<Pool<PowerOfTwoBuckets, DeviceLocal, Unlimited, NoLock, Bk>>("NoLock/" + bk);
     add_hit<Pool<PowerOfTwoBuckets, DeviceLocal, Unlimited, SingleMutex, Bk>>("SingleMutex/" + bk);
-    // The same pool over std::mutex: what SingleMutex cost before spin_mutex.
+    // The same pool over std::mutex: what SingleMutex cost before SpinMutex.
     add_hit<Pool<PowerOfTwoBuckets, DeviceLocal, Unlimited, LockedBy<std::mutex>, Bk>>("StdMutex/" + bk);
     add_hit<Pool<PowerOfTwoBuckets, DeviceLocal, Unlimited, Striped<16>, Bk>>("Striped16/" + bk);
     add_hit<Pool<PowerOfTwoBuckets, DeviceLocal, Unlimited, ThreadCached<>, Bk>>("ThreadCached/" + bk);

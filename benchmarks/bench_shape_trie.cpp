@@ -76,10 +76,10 @@ std::vector<std::vector<i64>> shapes_of_rank(std::size_t rank, int n, unsigned s
 // The replaced approach: a descriptor object per lookup.
 struct ShapeDescriptor {
     std::vector<i64> extents, strides;
-    element_type type;
-    order layout;
+    ElementType type;
+    Order layout;
     bool operator==(const ShapeDescriptor&) const = default;
-    ShapeDescriptor(std::span<const i64> ext, element_type t, order o)
+    ShapeDescriptor(std::span<const i64> ext, ElementType t, Order o)
         : extents(ext.begin(), ext.end()), strides(ext.size()), type(t), layout(o) {
         i64 s = 1;
         for (std::size_t i = ext.size(); i-- > 0;) {
@@ -99,7 +99,7 @@ struct DescriptorHash {
 struct DescriptorCache {
     std::mutex mutex;
     std::unordered_map<ShapeDescriptor, std::unique_ptr<i64[]>, DescriptorHash> map;
-    const i64* lookup_or_insert(std::span<const i64> ext, element_type t, order o) {
+    const i64* lookup_or_insert(std::span<const i64> ext, ElementType t, Order o) {
         ShapeDescriptor d(ext, t, o);
         std::lock_guard lock(mutex);
         auto it = map.find(d);
@@ -175,11 +175,11 @@ void trie_hit(benchmark::State& state) {
     ShapeTrie trie;
     std::vector<Shape> held;
     for (std::size_t r = 1; r <= 8; ++r)  // the same population for every rank
-        for (const auto& e : shapes_of_rank(r, kCycle, static_cast<unsigned>(r))) held.push_back(trie.intern(e, element_type::f32));
+        for (const auto& e : shapes_of_rank(r, kCycle, static_cast<unsigned>(r))) held.push_back(trie.intern(e, ElementType::f32));
     const auto keys = shapes_of_rank(rank, kCycle, static_cast<unsigned>(rank));
     std::size_t i = 0;
     for (auto _ : state) {
-        Shape s = trie.intern(keys[i], element_type::f32);
+        Shape s = trie.intern(keys[i], ElementType::f32);
         benchmark::DoNotOptimize(s.data());
         i = (i + 1) % kCycle;
     }
@@ -191,20 +191,20 @@ void reader_hit(benchmark::State& state) {
     ShapeTrie trie;
     std::vector<Shape> held;
     for (std::size_t r = 1; r <= 8; ++r)
-        for (const auto& e : shapes_of_rank(r, kCycle, static_cast<unsigned>(r))) held.push_back(trie.intern(e, element_type::f32));
+        for (const auto& e : shapes_of_rank(r, kCycle, static_cast<unsigned>(r))) held.push_back(trie.intern(e, ElementType::f32));
     const auto keys = shapes_of_rank(rank, kCycle, static_cast<unsigned>(rank));
     std::size_t i = 0;
     if constexpr (Scoped) {
         for (auto _ : state) {
             ShapeTrie::reader r(trie);
-            const i64* p = r.find(keys[i], element_type::f32);
+            const i64* p = r.find(keys[i], ElementType::f32);
             benchmark::DoNotOptimize(p);
             i = (i + 1) % kCycle;
         }
     } else {
         ShapeTrie::reader r(trie);
         for (auto _ : state) {
-            const i64* p = r.find(keys[i], element_type::f32);
+            const i64* p = r.find(keys[i], ElementType::f32);
             benchmark::DoNotOptimize(p);
             i = (i + 1) % kCycle;
         }
@@ -217,11 +217,11 @@ void descriptor_map(benchmark::State& state) {
     DescriptorCache cache;
     for (std::size_t r = 1; r <= 8; ++r)
         for (const auto& e : shapes_of_rank(r, kCycle, static_cast<unsigned>(r)))
-            cache.lookup_or_insert(e, element_type::f32, order::c);
+            cache.lookup_or_insert(e, ElementType::f32, Order::c);
     const auto keys = shapes_of_rank(rank, kCycle, static_cast<unsigned>(rank));
     std::size_t i = 0;
     for (auto _ : state) {
-        const i64* p = cache.lookup_or_insert(keys[i], element_type::f32, order::c);
+        const i64* p = cache.lookup_or_insert(keys[i], ElementType::f32, Order::c);
         benchmark::DoNotOptimize(p);
         i = (i + 1) % kCycle;
     }
@@ -231,11 +231,11 @@ void trie_miss_release(benchmark::State& state) {
     const auto rank = static_cast<std::size_t>(state.range(0));
     ShapeTrie trie;
     std::vector<Shape> held;
-    for (const auto& e : shapes_of_rank(rank, kCycle, 1)) held.push_back(trie.intern(e, element_type::f32));
+    for (const auto& e : shapes_of_rank(rank, kCycle, 1)) held.push_back(trie.intern(e, ElementType::f32));
     const auto keys = shapes_of_rank(rank, kCycle, 2);  // may overlap a held one: then a hit
     std::size_t i = 0;
     for (auto _ : state) {
-        Shape s = trie.intern(keys[i], element_type::f64);  // f64: never held
+        Shape s = trie.intern(keys[i], ElementType::f64);  // f64: never held
         benchmark::DoNotOptimize(s.data());
         i = (i + 1) % kCycle;
     }
@@ -261,8 +261,8 @@ void mt(benchmark::State& state) {
         for (std::size_t r = 1; r <= 8; ++r)
             for (auto& e : shapes_of_rank(r, kCycle, static_cast<unsigned>(r))) shared->set.push_back(e);
         for (const auto& e : shared->set) {
-            shared->held.push_back(shared->trie->intern(e, element_type::f32));
-            shared->cache.lookup_or_insert(e, element_type::f32, order::c);
+            shared->held.push_back(shared->trie->intern(e, ElementType::f32));
+            shared->cache.lookup_or_insert(e, ElementType::f32, Order::c);
         }
     }
     // Google Benchmark starts the timing loop on all threads together, after
@@ -274,7 +274,7 @@ void mt(benchmark::State& state) {
         Shared& sh = *shared;
         const auto& e = sh.set[i];
         // churn: f64 shapes are never held, so each such call makes and frees an entry
-        const element_type t = (Churn && (++n & 15) == 0) ? element_type::f64 : element_type::f32;
+        const ElementType t = (Churn && (++n & 15) == 0) ? ElementType::f64 : ElementType::f32;
         if constexpr (S == scheme::reader256) {
             const i64* p;
             {
@@ -287,7 +287,7 @@ void mt(benchmark::State& state) {
             }
             benchmark::DoNotOptimize(p);
         } else if constexpr (S == scheme::descriptor_map) {
-            benchmark::DoNotOptimize(sh.cache.lookup_or_insert(e, t, order::c));
+            benchmark::DoNotOptimize(sh.cache.lookup_or_insert(e, t, Order::c));
         } else if constexpr (S == scheme::global_mutex) {
             std::unique_lock lock(sh.global);
             Shape s = sh.trie->intern(e, t);

@@ -3,7 +3,7 @@
 // Families, each for H2D (h2d/...) and D2H (d2h/...), sizes 4 KiB .. CLPOOL_BENCH_MAX_BYTES
 // (default 256 MiB; the GPU script sets 1 GiB), every iteration a whole blocking transfer:
 //   driver_pageable  clEnqueueWrite/ReadBuffer from/to a std::vector          (the baseline)
-//   pinned           upload/download from/to a pinned_vector (direct pinned path)
+//   pinned           upload/download from/to a PinnedVector (direct pinned path)
 //   staged           upload/download from/to a std::vector, staging forced on every size
 //   auto             upload/download with default options (small sizes go direct)
 // plus small_ab (4-256 KiB, a direct and an auto transfer timed alternately in one loop: the
@@ -76,7 +76,7 @@ void transfer(benchmark::State& state) {
     try {
         auto dev = device_buffer(n);
         auto host = pageable(P == path::pinned ? 0 : n);
-        clpool::pinned_vector<unsigned char> pinned{clpool::PinnedAllocator<unsigned char>(q)};
+        clpool::PinnedVector<unsigned char> pinned{clpool::PinnedAllocator<unsigned char>(q)};
         if (P == path::pinned) pinned.assign(n, 0x5A);
         unsigned char* ptr = P == path::pinned ? pinned.data() : host.data();
         clpool::TransferOptions o;

@@ -63,7 +63,7 @@ struct Ledger {
     std::atomic<long> fail_every{0};      // fail every n-th attempt (0: never)
     std::atomic<long> live_bytes{0};
     std::atomic<long> capacity{-1};       // bytes the "device" has (-1: unlimited)
-    std::atomic<bool> fail_as_driver_error{false};  // scripted failures: alloc_status::failed, not out_of_memory
+    std::atomic<bool> fail_as_driver_error{false};  // scripted failures: AllocStatus::failed, not out_of_memory
 
     Ledger() { LedgerList::instance().add(this); }
     ~Ledger() { LedgerList::instance().remove(this); }
@@ -118,30 +118,30 @@ public:
     const char* name() const noexcept { return "mock"; }
     Ledger& ledger() const noexcept { return *ledger_; }
 
-    allocation<MockMemory> allocate(std::size_t n, memory_kind k) noexcept {
+    Allocation<MockMemory> allocate(std::size_t n, MemoryKind k) noexcept {
         const long attempt = ledger_->attempts++;
         const long from = ledger_->fail_from.load();
         const long every = ledger_->fail_every.load();
         const bool scripted = (from >= 0 && attempt >= from && attempt < from + ledger_->fail_count.load()) ||
                               (every > 0 && (attempt + 1) % every == 0);
-        if (scripted && ledger_->fail_as_driver_error.load()) return {MockMemory{}, alloc_status::failed, failed_code};
-        if (scripted) return {MockMemory{}, alloc_status::out_of_memory, oom_code};
+        if (scripted && ledger_->fail_as_driver_error.load()) return {MockMemory{}, AllocStatus::failed, failed_code};
+        if (scripted) return {MockMemory{}, AllocStatus::out_of_memory, oom_code};
         // The capacity is reserved atomically, so threads together never exceed it.
         const long bytes = static_cast<long>(n);
         const long cap = ledger_->capacity.load();
         if (cap >= 0 && ledger_->live_bytes.fetch_add(bytes) + bytes > cap) {
             ledger_->live_bytes -= bytes;
-            return {MockMemory{}, alloc_status::out_of_memory, oom_code};
+            return {MockMemory{}, AllocStatus::out_of_memory, oom_code};
         }
         auto r = host_.allocate(n, k);
-        if (r.status != alloc_status::ok) {
+        if (r.status != AllocStatus::ok) {
             if (cap >= 0) ledger_->live_bytes -= bytes;
             return {MockMemory{}, r.status, r.native_code};
         }
         ++ledger_->live;
         ++ledger_->allocations;
         if (cap < 0) ledger_->live_bytes += bytes;
-        return {MockMemory{std::move(r.memory), ledger_}, alloc_status::ok, 0};
+        return {MockMemory{std::move(r.memory), ledger_}, AllocStatus::ok, 0};
     }
 
 private:

@@ -64,8 +64,8 @@ Measurements measure_host(std::size_t bytes, std::size_t reps) {
     std::vector<std::byte> data(bytes, std::byte{1});
     auto first_use = [&](std::byte* p) { std::memcpy(p, data.data(), bytes); };  // fill it, as on OpenCL
     m.raw_s = median_seconds(1, reps, [&] {
-        auto a = raw_backend.allocate(bytes, memory_kind::device_local);
-        if (a.status != alloc_status::ok) throw std::bad_alloc();
+        auto a = raw_backend.allocate(bytes, MemoryKind::device_local);
+        if (a.status != AllocStatus::ok) throw std::bad_alloc();
         first_use(a.memory.data());
     });
     host::BufferPool buffer_pool{HostBackend()};

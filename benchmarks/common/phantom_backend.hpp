@@ -21,8 +21,8 @@ struct PhantomBackend {
     std::size_t max_alloc_size() const noexcept { return std::numeric_limits<std::size_t>::max() / 4; }
     bool unified_memory() const noexcept { return true; }
     const char* name() const noexcept { return "phantom"; }
-    allocation<PhantomMemory> allocate(std::size_t n, memory_kind) noexcept {
-        return {PhantomMemory{n}, alloc_status::ok, 0};
+    Allocation<PhantomMemory> allocate(std::size_t n, MemoryKind) noexcept {
+        return {PhantomMemory{n}, AllocStatus::ok, 0};
     }
 };
 

@@ -189,7 +189,7 @@ TEST_CASE("the mapped pinned backend refuses device-local memory; the registry g
 
     auto& a = get_mapped_pinned_pool(env.queue);
     CHECK(&a == &get_mapped_pinned_pool(env.queue));
-    CHECK(a.kind() == memory_kind::host_pinned);
+    CHECK(a.kind() == MemoryKind::host_pinned);
     CHECK(static_cast<void*>(&a) != static_cast<void*>(&get_pinned_pool(env.queue)));
     auto h = a.allocate(1000);
     CHECK(h.buffer().host() != nullptr);

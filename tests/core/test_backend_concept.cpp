@@ -58,7 +58,7 @@ struct Good {
     std::size_t max_alloc_size() const noexcept { return 1 << 20; }
     bool unified_memory() const noexcept { return true; }
     const char* name() const noexcept { return "good"; }
-    allocation<Memory> allocate(std::size_t, memory_kind) noexcept { return {Memory{}, alloc_status::ok, 0}; }
+    Allocation<Memory> allocate(std::size_t, MemoryKind) noexcept { return {Memory{}, AllocStatus::ok, 0}; }
 };
 static_assert(Backend<Good> && CheckedBackend<Good>);
 static_assert(backend_traits<Good>::abilities == backend_ability::none);
@@ -96,7 +96,7 @@ struct Pinned {  // neither movable nor copyable
 };
 struct ImmovableMemory : Good {
     using memory_type = Pinned;
-    allocation<Pinned> allocate(std::size_t, memory_kind) noexcept;
+    Allocation<Pinned> allocate(std::size_t, MemoryKind) noexcept;
 };
 static_assert(!Backend<ImmovableMemory>);
 
@@ -105,7 +105,7 @@ struct NoDefaultMemory {
 };
 struct NotDefaultConstructibleMemory : Good {
     using memory_type = NoDefaultMemory;
-    allocation<NoDefaultMemory> allocate(std::size_t, memory_kind) noexcept;
+    Allocation<NoDefaultMemory> allocate(std::size_t, MemoryKind) noexcept;
 };
 static_assert(!Backend<NotDefaultConstructibleMemory>);
 
@@ -128,11 +128,11 @@ struct UnifiedThrows : Good {
 static_assert(!Backend<UnifiedThrows>);
 
 struct AllocateThrows : Good {
-    allocation<Memory> allocate(std::size_t, memory_kind) { return {}; }
+    Allocation<Memory> allocate(std::size_t, MemoryKind) { return {}; }
 };
 static_assert(!Backend<AllocateThrows>);
 struct AllocateWrongType : Good {
-    Memory allocate(std::size_t, memory_kind) noexcept { return {}; }
+    Memory allocate(std::size_t, MemoryKind) noexcept { return {}; }
 };
 static_assert(!Backend<AllocateWrongType>);
 
@@ -140,7 +140,7 @@ struct NoName {
     using memory_type = Memory;
     std::size_t max_alloc_size() const noexcept { return 1; }
     bool unified_memory() const noexcept { return true; }
-    allocation<Memory> allocate(std::size_t, memory_kind) noexcept { return {}; }
+    Allocation<Memory> allocate(std::size_t, MemoryKind) noexcept { return {}; }
 };
 static_assert(!Backend<NoName>);
 struct NameNotString : Good {

@@ -76,8 +76,8 @@ TEST_CASE("when the retry fails too, out_of_memory says what was asked, what is 
 TEST_CASE("a backend failure that is not out-of-memory is a driver_error with the code, no retry") {
     struct FailingBackend : MockBackend {
         FailingBackend() : MockBackend(nullptr) {}
-        allocation<MockMemory> allocate(std::size_t, memory_kind) noexcept {
-            return {MockMemory{}, alloc_status::failed, -61};  // CL_INVALID_BUFFER_SIZE
+        Allocation<MockMemory> allocate(std::size_t, MemoryKind) noexcept {
+            return {MockMemory{}, AllocStatus::failed, -61};  // CL_INVALID_BUFFER_SIZE
         }
     };
     Pool<PowerOfTwoBuckets, DeviceLocal, Unlimited, NoLock, FailingBackend> pool{FailingBackend()};
@@ -97,17 +97,17 @@ TEST_CASE("the OpenCL backend commits memory at allocation and maps driver codes
     CHECK(opencl::is_out_of_memory(CL_OUT_OF_HOST_MEMORY));
     CHECK_FALSE(opencl::is_out_of_memory(CL_INVALID_BUFFER_SIZE));
     OpenCLBackend backend(OpenCLEnv::get().context);
-    for (auto kind : {memory_kind::device_local, memory_kind::host_pinned}) {
+    for (auto kind : {MemoryKind::device_local, MemoryKind::host_pinned}) {
         auto r = backend.allocate(1 << 16, kind);
-        REQUIRE(r.status == alloc_status::ok);
+        REQUIRE(r.status == AllocStatus::ok);
         cl_mem_flags flags = 0;
         REQUIRE(clGetMemObjectInfo(r.memory(), CL_MEM_FLAGS, sizeof flags, &flags, nullptr) == CL_SUCCESS);
-        CHECK(((flags & CL_MEM_ALLOC_HOST_PTR) != 0) == (kind == memory_kind::host_pinned));
+        CHECK(((flags & CL_MEM_ALLOC_HOST_PTR) != 0) == (kind == MemoryKind::host_pinned));
         CHECK((flags & CL_MEM_READ_WRITE) != 0);
     }
     // A size the driver refuses outright is a failure with the driver's code, not a crash.
-    auto r = backend.allocate(0, memory_kind::device_local);
-    CHECK(r.status == alloc_status::failed);
+    auto r = backend.allocate(0, MemoryKind::device_local);
+    CHECK(r.status == AllocStatus::failed);
     CHECK(r.native_code == CL_INVALID_BUFFER_SIZE);
 }
 #endif

@@ -31,7 +31,7 @@ TEST_CASE("has_extension matches whole names only") {
 
 TEST_CASE("the host device: host backend, host pools, no OpenCL pools") {
     const auto& h = select_device("host");
-    CHECK(h.backend() == backend_kind::host);
+    CHECK(h.backend() == BackendKind::host);
     CHECK(&h == &select_device("HOST"));
     CHECK(h.facts().unified_memory);
     CHECK_FALSE(h.facts().fp16);
@@ -48,22 +48,22 @@ TEST_CASE("the host device: host backend, host pools, no OpenCL pools") {
 #endif
 }
 
-TEST_CASE("device_scope: thread-local, nested scopes restore the previous device") {
+TEST_CASE("DeviceScope: thread-local, nested scopes restore the previous device") {
     const auto& host = select_device("host");
     const auto& outer_default = current_device();
     {
-        device_scope a(host);
+        DeviceScope a(host);
         CHECK(&current_device() == &host);
         const DeviceHandle* seen_by_other = nullptr;
         std::thread([&] { seen_by_other = &current_device(); }).join();
         CHECK(seen_by_other == &outer_default);  // another thread keeps its own current device
         {
-            device_scope b("auto");
+            DeviceScope b("auto");
             CHECK(&current_device() == &select_device("auto"));
             CHECK(&b.device() == &current_device());
         }
         CHECK(&current_device() == &host);
-        CHECK_THROWS_AS(device_scope("no-such-device-anywhere"), config_error);
+        CHECK_THROWS_AS(DeviceScope("no-such-device-anywhere"), config_error);
         CHECK(&current_device() == &host);  // a failed scope changes nothing
     }
     CHECK(&current_device() == &outer_default);
@@ -82,7 +82,7 @@ TEST_CASE("list_devices finds the test device, and auto selects an OpenCL device
     }
     CHECK(found);
     const auto& dev = select_device("auto");
-    CHECK(dev.backend() == backend_kind::opencl);
+    CHECK(dev.backend() == BackendKind::opencl);
     const auto m = match_device("auto", devs);
     CHECK(dev.device_id() == devs[m.index].id);
     CHECK(dev.device_name() == devs[m.index].device_name);

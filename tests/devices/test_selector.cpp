@@ -11,9 +11,9 @@ using namespace clpool;
 
 namespace {
 
-device_description fake(std::size_t index, std::size_t p, std::size_t d, std::string platform, std::string vendor,
-                        std::string name, device_type type) {
-    device_description x;
+DeviceDescription fake(std::size_t index, std::size_t p, std::size_t d, std::string platform, std::string vendor,
+                        std::string name, DeviceType type) {
+    DeviceDescription x;
     x.index = index;
     x.platform_index = p;
     x.device_index = d;
@@ -25,16 +25,16 @@ device_description fake(std::size_t index, std::size_t p, std::size_t d, std::st
 }
 
 // Two platforms: PoCL with a CPU device, then NVIDIA with two GPUs.
-std::vector<device_description> two_platforms() {
-    return {fake(0, 0, 0, "Portable Computing Language", "The pocl project", "pthread-skylake", device_type::cpu),
-            fake(1, 1, 0, "NVIDIA CUDA", "NVIDIA Corporation", "NVIDIA H100 80GB HBM3", device_type::gpu),
-            fake(2, 1, 1, "NVIDIA CUDA", "NVIDIA Corporation", "NVIDIA GeForce RTX 4090", device_type::gpu)};
+std::vector<DeviceDescription> two_platforms() {
+    return {fake(0, 0, 0, "Portable Computing Language", "The pocl project", "pthread-skylake", DeviceType::cpu),
+            fake(1, 1, 0, "NVIDIA CUDA", "NVIDIA Corporation", "NVIDIA H100 80GB HBM3", DeviceType::gpu),
+            fake(2, 1, 1, "NVIDIA CUDA", "NVIDIA Corporation", "NVIDIA GeForce RTX 4090", DeviceType::gpu)};
 }
 
-device_match ocl(std::size_t i) { return {backend_kind::opencl, i}; }
-const device_match host_match{backend_kind::host, 0};
+DeviceMatch ocl(std::size_t i) { return {BackendKind::opencl, i}; }
+const DeviceMatch host_match{BackendKind::host, 0};
 
-std::string error_of(std::string_view spec, const std::vector<device_description>& devices) {
+std::string error_of(std::string_view spec, const std::vector<DeviceDescription>& devices) {
     try {
         match_device(spec, devices, "CLPOOL_DEVICE");
     } catch (const config_error& e) {
@@ -49,7 +49,7 @@ TEST_CASE("match_device: auto prefers a GPU, then any OpenCL device, then the ho
     const auto devs = two_platforms();
     CHECK(match_device("auto", devs) == ocl(1));
     CHECK(match_device("AUTO", devs) == ocl(1));
-    const std::vector<device_description> cpu_only(devs.begin(), devs.begin() + 1);
+    const std::vector<DeviceDescription> cpu_only(devs.begin(), devs.begin() + 1);
     CHECK(match_device("auto", cpu_only) == ocl(0));
     CHECK(match_device("auto", {}) == host_match);
     CHECK(match_device("host", devs) == host_match);

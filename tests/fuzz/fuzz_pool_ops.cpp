@@ -64,10 +64,10 @@ public:
     bool unified_memory() const noexcept { return false; }
     const char* name() const noexcept { return "fuzz"; }
 
-    allocation<FuzzMemory> allocate(std::size_t n, memory_kind k) noexcept {
+    Allocation<FuzzMemory> allocate(std::size_t n, MemoryKind k) noexcept {
         auto r = mock_.allocate(n, k);
-        if (r.status != alloc_status::ok) return {FuzzMemory{}, r.status, r.native_code};
-        return {FuzzMemory{std::move(r.memory), ++*serials_}, alloc_status::ok, 0};
+        if (r.status != AllocStatus::ok) return {FuzzMemory{}, r.status, r.native_code};
+        return {FuzzMemory{std::move(r.memory), ++*serials_}, AllocStatus::ok, 0};
     }
     static bool event_complete(const FuzzEvent& e) noexcept { return !e.done || *e.done; }
     static void wait_for(const FuzzEvent* events, std::size_t count) noexcept {

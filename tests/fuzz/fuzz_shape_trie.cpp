@@ -154,21 +154,21 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                 bool threw = false;
                 try {
                     if (op == 0)
-                        got = trie.intern(ext, static_cast<element_type>(type), static_cast<order>(ord));
+                        got = trie.intern(ext, static_cast<ElementType>(type), static_cast<Order>(ord));
                     else if (op == 1)
-                        got = trie.intern(ext, str, static_cast<element_type>(type), static_cast<order>(ord));
+                        got = trie.intern(ext, str, static_cast<ElementType>(type), static_cast<Order>(ord));
                     else if (valid)
                         got = trie.intern_buffer(want);
                     else
-                        got = trie.find(ext, str, static_cast<element_type>(type), static_cast<order>(ord));
+                        got = trie.find(ext, str, static_cast<ElementType>(type), static_cast<Order>(ord));
                 } catch (const shape_error&) {
                     threw = true;
                 }
                 if (!valid) {  // a reader finds nothing for an invalid shape
                     ShapeTrie::reader r(trie);
-                    FUZZ_CHECK(r.find(ext, str, static_cast<element_type>(type), static_cast<order>(ord)) == nullptr);
+                    FUZZ_CHECK(r.find(ext, str, static_cast<ElementType>(type), static_cast<Order>(ord)) == nullptr);
                     if (op == 0)
-                        FUZZ_CHECK(r.find(ext, static_cast<element_type>(type), static_cast<order>(ord)) == nullptr);
+                        FUZZ_CHECK(r.find(ext, static_cast<ElementType>(type), static_cast<Order>(ord)) == nullptr);
                 }
                 if (op == 2 && !valid) {  // find never inserts; rank above the maximum throws
                     FUZZ_CHECK(!got);

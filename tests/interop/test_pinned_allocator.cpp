@@ -18,7 +18,7 @@ TEST_CASE("a pinned vector grows, keeps its contents, and gives every buffer bac
     auto& env = OpenCLEnv::get();
     MappedPinnedPool pool(env.context);
     {
-        pinned_vector<std::uint64_t> v{PinnedAllocator<std::uint64_t>(pool)};
+        PinnedVector<std::uint64_t> v{PinnedAllocator<std::uint64_t>(pool)};
         for (std::uint64_t i = 0; i < 100000; ++i) v.push_back(i * 3);  // many reallocations
         for (std::uint64_t i = 0; i < v.size(); ++i) REQUIRE(v[i] == i * 3);
         CHECK(reinterpret_cast<std::uintptr_t>(v.data()) % alignof(std::uint64_t) == 0);
@@ -97,7 +97,7 @@ TEST_CASE("get_mapped_pinned_pool(queue) backs the queue constructor") {
     auto& env = OpenCLEnv::get();
     PinnedAllocator<char> a(env.queue);
     CHECK(&a.pool() == &get_mapped_pinned_pool(env.queue));
-    pinned_vector<char> v(5000, 'x', a);
+    PinnedVector<char> v(5000, 'x', a);
     CHECK(v[4999] == 'x');
 }
 

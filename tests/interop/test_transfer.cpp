@@ -188,7 +188,7 @@ TEST_CASE("the staged path really stages; small, pinned and stage=false sources 
         CHECK(read_all(dev.buffer(), n) == src);
     }
     SUBCASE("a PinnedAllocator vector: direct, both ways") {
-        pinned_vector<unsigned char> pinned(src.begin(), src.end(), PinnedAllocator<unsigned char>(staging));
+        PinnedVector<unsigned char> pinned(src.begin(), src.end(), PinnedAllocator<unsigned char>(staging));
         const auto before = staging.stats().misses;  // the vector's own buffer
         upload(env.queue, dev, 0, pinned.data(), n, o).wait();
         std::fill(pinned.begin(), pinned.end(), 0);
@@ -458,7 +458,7 @@ TEST_CASE("small pageable copies without wait_for block and return a complete ev
     CHECK(later == expect);
 
     // Pinned destinations stay non-blocking (the event is what the caller waits on).
-    pinned_vector<unsigned char> pv(n, 0, PinnedAllocator<unsigned char>(env.queue));
+    PinnedVector<unsigned char> pv(n, 0, PinnedAllocator<unsigned char>(env.queue));
     download(env.queue, pv.data(), dev, 0, n).wait();
     CHECK(std::equal(pv.begin(), pv.end(), expect.begin()));
 }

@@ -1,4 +1,4 @@
-// spin_mutex: mutual exclusion under many threads, try_lock, and use as a pool's lock.
+// SpinMutex: mutual exclusion under many threads, try_lock, and use as a pool's lock.
 #include <clpool/policies/spin_mutex.hpp>
 
 #include <doctest/doctest.h>
@@ -8,8 +8,8 @@
 #include <thread>
 #include <vector>
 
-TEST_CASE("spin_mutex: try_lock fails while held and succeeds after unlock") {
-    clpool::spin_mutex m;
+TEST_CASE("SpinMutex: try_lock fails while held and succeeds after unlock") {
+    clpool::SpinMutex m;
     CHECK(m.try_lock());
     CHECK_FALSE(m.try_lock());
     m.unlock();
@@ -17,10 +17,10 @@ TEST_CASE("spin_mutex: try_lock fails while held and succeeds after unlock") {
     m.unlock();
 }
 
-TEST_CASE("spin_mutex: no increment of a plain counter is lost across threads") {
+TEST_CASE("SpinMutex: no increment of a plain counter is lost across threads") {
     // More threads than this machine's cores, so waiters reach the yield phase
     // while a preempted holder keeps the lock.
-    clpool::spin_mutex m;
+    clpool::SpinMutex m;
     long counter = 0;           // deliberately not atomic: the lock is the only guard
     std::atomic<int> inside{0};  // detects two holders at once
     std::atomic<int> overlaps{0};

@@ -31,8 +31,8 @@ TEST_CASE("get_*_pool returns one pool per context, the same from every thread a
     for (auto& t : threads) t.join();
     CHECK(std::set<const void*>(seen.begin(), seen.end()).size() == 1);
     CHECK(seen[0] == &get_buffer_pool(env.queue));
-    CHECK(get_pinned_pool(env.queue).kind() == memory_kind::host_pinned);
-    CHECK(get_buffer_pool(env.queue).kind() == memory_kind::device_local);
+    CHECK(get_pinned_pool(env.queue).kind() == MemoryKind::host_pinned);
+    CHECK(get_buffer_pool(env.queue).kind() == MemoryKind::device_local);
 
     // Another context gets its own pools.
     cl_device_id dev = env.device();

@@ -108,7 +108,7 @@ int shutdown_registries() {
     fill(clpool::get_host_persistent_pool(), "host persistent");
 #ifdef CLPOOL_HAS_OPENCL
     const auto& d = clpool::select_device("auto");
-    if (d.backend() == clpool::backend_kind::opencl) {
+    if (d.backend() == clpool::BackendKind::opencl) {
         fill(clpool::get_buffer_pool(d.queue()), "buffer");
         fill(clpool::get_pinned_pool(d.queue()), "pinned");
         fill(clpool::get_persistent_pool(d.queue()), "persistent");
@@ -131,7 +131,7 @@ int shutdown_fork() {
     { auto h = parent_pool.allocate(1 << 20); }
 #ifdef CLPOOL_HAS_OPENCL
     const auto& d = clpool::select_device("auto");
-    if (d.backend() == clpool::backend_kind::opencl) {
+    if (d.backend() == clpool::BackendKind::opencl) {
         auto cached = clpool::get_buffer_pool(d.queue()).allocate(1 << 20);
     }
 #endif
@@ -178,7 +178,7 @@ int device_env() {
 
 int interrupt_idle() {
 #ifdef CLPOOL_HAS_INTERRUPT_HANDLER
-    clpool::interrupt_handler_options o;
+    clpool::InterruptHandlerOptions o;
     o.grace = std::chrono::milliseconds(200);
     say(std::string("installed: ") + (clpool::install_interrupt_handler(o) ? "1" : "0"));
     say(std::string("installed again: ") + (clpool::install_interrupt_handler(o) ? "1" : "0"));
@@ -387,7 +387,7 @@ int interrupt_grace() {
 #ifdef CLPOOL_HAS_INTERRUPT_HANDLER
     const auto& d = clpool::select_device("auto");
     busy_queue busy(d);  // never opened: the device stays busy
-    clpool::interrupt_handler_options o;
+    clpool::InterruptHandlerOptions o;
     o.grace = std::chrono::milliseconds(300);
     clpool::install_interrupt_handler(o);
     std::raise(SIGINT);

@@ -250,19 +250,19 @@ TEST_CASE("finish_interruptible returns on a stop flag or a timeout while the qu
     REQUIRE(clEnqueueMarkerWithWaitList(q(), 1, &gate, nullptr) == CL_SUCCESS);
 
     std::atomic<bool> stop{false};
-    clpool::wait_options o;
+    clpool::WaitOptions o;
     o.stop = &stop;
     std::thread t([&] {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
         stop = true;  // what a SIGINT handler of the program's own would do
     });
-    CHECK(clpool::finish_interruptible(q, o) == clpool::wait_status::interrupted);
+    CHECK(clpool::finish_interruptible(q, o) == clpool::WaitStatus::interrupted);
     t.join();
 
     stop = false;
     o.timeout = std::chrono::milliseconds(30);
     const auto t0 = std::chrono::steady_clock::now();
-    CHECK(clpool::finish_interruptible(q, o) == clpool::wait_status::timed_out);
+    CHECK(clpool::finish_interruptible(q, o) == clpool::WaitStatus::timed_out);
     CHECK(std::chrono::steady_clock::now() - t0 >= std::chrono::milliseconds(30));
 
     o.timeout = std::chrono::nanoseconds::max();
@@ -270,7 +270,7 @@ TEST_CASE("finish_interruptible returns on a stop flag or a timeout while the qu
         std::this_thread::sleep_for(std::chrono::milliseconds(30));
         clSetUserEventStatus(gate, CL_COMPLETE);
     });
-    CHECK(clpool::finish_interruptible(q, o) == clpool::wait_status::complete);
+    CHECK(clpool::finish_interruptible(q, o) == clpool::WaitStatus::complete);
     opener.join();
     clReleaseEvent(gate);
     // (A failed command's `failed` status is not tested here: PoCL 3 aborts

@@ -36,9 +36,9 @@ TEST_CASE("the device mirror holds the canonical words, uploaded once, and goes 
     ShapeTrie trie;
     ShapeMirror mirror(pool, env.queue);
     {
-        Shape a = trie.intern({2, 3, 4}, element_type::f32);
+        Shape a = trie.intern({2, 3, 4}, ElementType::f32);
         const i64 ext[] = {5, 7}, str[] = {1, 5};
-        Shape b = trie.intern(ext, str, element_type::i64, order::f);
+        Shape b = trie.intern(ext, str, ElementType::i64, Order::f);
 
         const cl::Buffer& da = mirror.buffer(a);
         CHECK(read_back(da, a.words().size()) == std::vector<i64>(a.words().begin(), a.words().end()));
@@ -48,7 +48,7 @@ TEST_CASE("the device mirror holds the canonical words, uploaded once, and goes 
         CHECK(mirror.uploads() == 2);
 
         // Again, and through another handle to the same shape: the same buffer, no upload.
-        Shape a2 = trie.intern({2, 3, 4}, element_type::f32);
+        Shape a2 = trie.intern({2, 3, 4}, ElementType::f32);
         CHECK(mirror.buffer(a2)() == da());
         CHECK(&mirror.buffer(a) == &da);
         CHECK(mirror.uploads() == 2);
@@ -74,7 +74,7 @@ TEST_CASE("the device mirror holds the canonical words, uploaded once, and goes 
     CHECK_THROWS_AS((void)mirror.buffer(Shape()), usage_error);
 
     // The cached buffer is reused by the next shape's upload, with its own contents.
-    Shape c = trie.intern({9}, element_type::u8);
+    Shape c = trie.intern({9}, ElementType::u8);
     const cl::Buffer& dc = mirror.buffer(c);
     CHECK(pool.stats().hits >= 1);
     CHECK(read_back(dc, c.words().size()) == std::vector<i64>(c.words().begin(), c.words().end()));
@@ -108,9 +108,9 @@ TEST_CASE("a kernel reads the mirrored shape with no upload per launch") {
     cl_mem out = clCreateBuffer(env.context(), CL_MEM_WRITE_ONLY, 6 * sizeof(i64), nullptr, &err);
     REQUIRE(err == CL_SUCCESS);
 
-    Shape held = trie.intern({2, 3, 4}, element_type::bf16);  // lives across both of its launches
+    Shape held = trie.intern({2, 3, 4}, ElementType::bf16);  // lives across both of its launches
     for (const auto& ext : std::vector<std::vector<i64>>{{2, 3, 4}, {7}, {1, 2, 3, 4, 5, 6}, {2, 3, 4}}) {
-        Shape s = trie.intern(ext, element_type::bf16, order::c);
+        Shape s = trie.intern(ext, ElementType::bf16, Order::c);
         cl_mem shape_mem = mirror.buffer(s)();
         REQUIRE(clSetKernelArg(kernel, 0, sizeof(cl_mem), &shape_mem) == CL_SUCCESS);
         REQUIRE(clSetKernelArg(kernel, 1, sizeof(cl_mem), &out) == CL_SUCCESS);
@@ -123,13 +123,13 @@ TEST_CASE("a kernel reads the mirrored shape with no upload per launch") {
         CHECK(got[0] == static_cast<i64>(ext.size()));
         CHECK(got[1] == s.element_count());
         CHECK(got[2] == s.strides()[0]);
-        CHECK(got[3] == static_cast<i64>(element_type::bf16));
+        CHECK(got[3] == static_cast<i64>(ElementType::bf16));
         CHECK(got[4] == 'c');
         CHECK(got[5] == s.element_count());
     }
     CHECK(mirror.uploads() == 3);  // {2, 3, 4}: one upload for two launches
     // {7} died after its launch and its buffer went back; a new {7} uploads again.
-    Shape again = trie.intern({7}, element_type::bf16);
+    Shape again = trie.intern({7}, ElementType::bf16);
     (void)mirror.buffer(again);
     CHECK(mirror.uploads() == 4);
     clReleaseMemObject(out);
@@ -143,7 +143,7 @@ TEST_CASE("threads asking for the same shapes' mirrors get one buffer each") {
     ShapeTrie trie;
     ShapeMirror mirror(pool, env.queue);
     std::vector<Shape> shapes;
-    for (i64 n = 1; n <= 6; ++n) shapes.push_back(trie.intern({n, n + 1}, element_type::f32));
+    for (i64 n = 1; n <= 6; ++n) shapes.push_back(trie.intern({n, n + 1}, ElementType::f32));
     std::vector<std::vector<cl_mem>> seen(8, std::vector<cl_mem>(shapes.size()));
     std::vector<std::thread> threads;
     for (int t = 0; t < 8; ++t)
@@ -173,14 +173,14 @@ TEST_CASE("a reader keeps a dead shape's mirror buffer out of the pool until it 
     ShapeTrie trie;
     ShapeMirror mirror(pool, env.queue);
     ShapeTrie::collect();
-    Shape s = trie.intern({4, 4}, element_type::f64);
+    Shape s = trie.intern({4, 4}, ElementType::f64);
     const cl::Buffer& buf = mirror.buffer(s);
     CHECK(read_back(buf, s.words().size()) == std::vector<i64>(s.words().begin(), s.words().end()));
     const auto in_use = pool.stats().bytes_in_use;
     REQUIRE(in_use > 0);
     {
         ShapeTrie::reader r(trie);
-        const i64* p = r.find({4, 4}, element_type::f64);
+        const i64* p = r.find({4, 4}, ElementType::f64);
         REQUIRE(p == s.data());
         s.reset();  // dead and unlinked; the reader may still read it
         ShapeTrie::collect();

@@ -18,7 +18,7 @@ using i64 = std::int64_t;
 namespace {
 
 // The canonical words intern() makes for dense c-order extents.
-std::vector<i64> canonical(const std::vector<i64>& ext, element_type t) {
+std::vector<i64> canonical(const std::vector<i64>& ext, ElementType t) {
     std::vector<i64> w{static_cast<i64>(ext.size())};
     w.insert(w.end(), ext.begin(), ext.end());
     std::vector<i64> str(ext.size());
@@ -62,25 +62,25 @@ void settle() {
 
 TEST_CASE("a reader finds the interned buffer itself, with no count taken") {
     ShapeTrie trie(4);
-    Shape a = trie.intern({2, 3, 4}, element_type::f32);
+    Shape a = trie.intern({2, 3, 4}, ElementType::f32);
     const i64 str[] = {1, 2, 6};
     const i64 ext[] = {2, 3, 4};
-    Shape f = trie.intern(ext, str, element_type::f32, order::f);
+    Shape f = trie.intern(ext, str, ElementType::f32, Order::f);
     {
         ShapeTrie::reader r(trie);
-        CHECK(r.find({2, 3, 4}, element_type::f32) == a.data());
-        CHECK(r.find(ext, str, element_type::f32, order::f) == f.data());
-        CHECK(r.find(std::span<const i64>(ext), element_type::f32, order::f) == f.data());  // dense f strides are {1,2,6}
+        CHECK(r.find({2, 3, 4}, ElementType::f32) == a.data());
+        CHECK(r.find(ext, str, ElementType::f32, Order::f) == f.data());
+        CHECK(r.find(std::span<const i64>(ext), ElementType::f32, Order::f) == f.data());  // dense f strides are {1,2,6}
         CHECK(a.use_count() == 1);  // nothing counted
-        CHECK(r.find({2, 3, 5}, element_type::f32) == nullptr);
-        CHECK(r.find({2, 3, 4}, element_type::f64) == nullptr);
-        CHECK(r.find({2, 3}, element_type::f32) == nullptr);
-        CHECK(r.find(ext, std::span<const i64>(str, 2), element_type::f32, order::f) == nullptr);  // count mismatch
-        CHECK(r.find(std::vector<i64>(ShapeTrie::max_rank + 1, 1), element_type::f32) == nullptr);
-        CHECK(r.find({-1}, element_type::f32) == nullptr);
-        CHECK(r.find({2}, static_cast<element_type>(99)) == nullptr);
+        CHECK(r.find({2, 3, 5}, ElementType::f32) == nullptr);
+        CHECK(r.find({2, 3, 4}, ElementType::f64) == nullptr);
+        CHECK(r.find({2, 3}, ElementType::f32) == nullptr);
+        CHECK(r.find(ext, std::span<const i64>(str, 2), ElementType::f32, Order::f) == nullptr);  // count mismatch
+        CHECK(r.find(std::vector<i64>(ShapeTrie::max_rank + 1, 1), ElementType::f32) == nullptr);
+        CHECK(r.find({-1}, ElementType::f32) == nullptr);
+        CHECK(r.find({2}, static_cast<ElementType>(99)) == nullptr);
 
-        Shape counted = r.retain(r.find({2, 3, 4}, element_type::f32));
+        Shape counted = r.retain(r.find({2, 3, 4}, ElementType::f32));
         CHECK(counted == a);
         CHECK(a.use_count() == 2);
         CHECK_FALSE(r.retain(nullptr));
@@ -94,24 +94,24 @@ TEST_CASE("a reader keeps a dead entry's memory until it ends; collect then free
     const i64 nodes0 = ShapeTrie::live_nodes();
     ShapeTrie trie(1);
     const std::vector<i64> ext{7, 9};
-    const auto want = canonical(ext, element_type::i32);
-    Shape other = trie.intern({7, 8}, element_type::i32);  // a sibling: the dead one's unlink retires a branch node
-    Shape s = trie.intern(ext, element_type::i32);
+    const auto want = canonical(ext, ElementType::i32);
+    Shape other = trie.intern({7, 8}, ElementType::i32);  // a sibling: the dead one's unlink retires a branch node
+    Shape s = trie.intern(ext, ElementType::i32);
     CHECK(trie.node_count() == 1);
     const i64* p = nullptr;
     Shape reborn;
     {
         ShapeTrie::reader r(trie);
-        p = r.find(ext, element_type::i32);
+        p = r.find(ext, ElementType::i32);
         REQUIRE(p == s.data());
         s.reset();  // the last handle: unlinked now, retired, not freed
         CHECK(trie.size() == 1);
         CHECK(trie.node_count() == 0);
-        CHECK(r.find(ext, element_type::i32) == nullptr);  // gone from the trie
+        CHECK(r.find(ext, ElementType::i32) == nullptr);  // gone from the trie
         CHECK_FALSE(r.retain(p));                          // dying: never revived
-        reborn = trie.intern(ext, element_type::i32);
+        reborn = trie.intern(ext, ElementType::i32);
         CHECK(reborn.data() != p);  // a new entry
-        CHECK(r.find(ext, element_type::i32) == reborn.data());
+        CHECK(r.find(ext, ElementType::i32) == reborn.data());
         // Reclaim cannot free what this reader may still read.
         ShapeTrie::collect();
         ShapeTrie::collect();
@@ -132,18 +132,18 @@ TEST_CASE("readers nest; the outermost one protects until it ends") {
     settle();
     const i64 entries0 = ShapeTrie::live_entries();
     ShapeTrie trie(2);
-    Shape s = trie.intern({3, 3, 3}, element_type::u8);
-    const auto want = canonical({3, 3, 3}, element_type::u8);
+    Shape s = trie.intern({3, 3, 3}, ElementType::u8);
+    const auto want = canonical({3, 3, 3}, ElementType::u8);
     {
         ShapeTrie::reader outer(trie);
-        const i64* p = outer.find({3, 3, 3}, element_type::u8);
+        const i64* p = outer.find({3, 3, 3}, ElementType::u8);
         {
             ShapeTrie::reader inner(trie);
-            CHECK(inner.find({3, 3, 3}, element_type::u8) == p);
+            CHECK(inner.find({3, 3, 3}, ElementType::u8) == p);
             // intern and counted find open sections of their own inside ours
-            Shape again = trie.intern({3, 3, 3}, element_type::u8);
+            Shape again = trie.intern({3, 3, 3}, ElementType::u8);
             CHECK(again.data() == p);
-            CHECK(trie.find(std::vector<i64>{3, 3, 3}, std::vector<i64>{9, 3, 1}, element_type::u8, order::c) == s);
+            CHECK(trie.find(std::vector<i64>{3, 3, 3}, std::vector<i64>{9, 3, 1}, ElementType::u8, Order::c) == s);
         }
         s.reset();
         settle();  // inner ended, outer still open: nothing freed
@@ -159,21 +159,21 @@ TEST_CASE("a reader open on another thread holds back reclamation until it close
     const i64 entries0 = ShapeTrie::live_entries();
     ShapeTrie trie(8);
     std::vector<Shape> held;
-    for (const auto& e : family()) held.push_back(trie.intern(e, element_type::f16));
+    for (const auto& e : family()) held.push_back(trie.intern(e, ElementType::f16));
     std::atomic<int> phase{0};
     std::atomic<bool> words_ok{true};
     std::thread t([&] {
         ShapeTrie::reader r(trie);
         std::vector<const i64*> seen;
-        for (const auto& e : family()) seen.push_back(r.find(e, element_type::f16));
+        for (const auto& e : family()) seen.push_back(r.find(e, ElementType::f16));
         phase.store(1);
         while (phase.load() != 2) std::this_thread::yield();
         // Every handle is gone and collect ran: the memory must still be there.
         const auto shapes = family();
         for (std::size_t i = 0; i < shapes.size(); ++i)
-            if (!seen[i] || !words_equal(seen[i], canonical(shapes[i], element_type::f16))) words_ok.store(false);
+            if (!seen[i] || !words_equal(seen[i], canonical(shapes[i], ElementType::f16))) words_ok.store(false);
         for (const auto& e : shapes)
-            if (r.find(e, element_type::f16) != nullptr) words_ok.store(false);  // unlinked
+            if (r.find(e, ElementType::f16) != nullptr) words_ok.store(false);  // unlinked
     });
     while (phase.load() != 1) std::this_thread::yield();
     held.clear();
@@ -196,9 +196,9 @@ TEST_CASE("many threads intern, release and read overlapping shapes at once") {
         ShapeTrie trie(stripes);
         const auto shapes = family();
         std::vector<std::vector<i64>> words;
-        for (const auto& e : shapes) words.push_back(canonical(e, element_type::f32));
+        for (const auto& e : shapes) words.push_back(canonical(e, ElementType::f32));
         std::vector<Shape> anchors;  // every fourth shape stays: its pointer never changes
-        for (std::size_t i = 0; i < shapes.size(); i += 4) anchors.push_back(trie.intern(shapes[i], element_type::f32));
+        for (std::size_t i = 0; i < shapes.size(); i += 4) anchors.push_back(trie.intern(shapes[i], ElementType::f32));
 
         constexpr int writers = 4, readers = 4;
         std::atomic<int> failures{0}, writers_left{writers};
@@ -210,7 +210,7 @@ TEST_CASE("many threads intern, release and read overlapping shapes at once") {
                 std::vector<Shape> mine(6);
                 for (int step = 0; step < 6000; ++step) {
                     const std::size_t i = rng() % shapes.size();
-                    Shape s = trie.intern(shapes[i], element_type::f32);
+                    Shape s = trie.intern(shapes[i], ElementType::f32);
                     if (!words_equal(s.data(), words[i])) failures.fetch_add(1);
                     if (i % 4 == 0 && s.data() != anchors[i / 4].data()) failures.fetch_add(1);
                     mine[rng() % mine.size()] = std::move(s);  // keeps some alive, drops others
@@ -224,7 +224,7 @@ TEST_CASE("many threads intern, release and read overlapping shapes at once") {
                     ShapeTrie::reader r(trie);  // short sections, reopened often
                     for (int k = 0; k < 50; ++k) {
                         const std::size_t i = rng() % shapes.size();
-                        const i64* p = r.find(shapes[i], element_type::f32);
+                        const i64* p = r.find(shapes[i], ElementType::f32);
                         if (i % 4 == 0 && p != anchors[i / 4].data()) failures.fetch_add(1);
                         if (!p) continue;
                         found.fetch_add(1, std::memory_order_relaxed);
@@ -260,7 +260,7 @@ TEST_CASE("the lifecycle down to an empty trie frees every entry and node after 
     {
         ShapeTrie trie(1);  // one stripe: deep branch nodes, many copy-on-write replacements
         std::vector<Shape> held;
-        for (const auto& e : family()) held.push_back(trie.intern(e, element_type::f32));
+        for (const auto& e : family()) held.push_back(trie.intern(e, ElementType::f32));
         const auto n = static_cast<i64>(held.size());
         CHECK(ShapeTrie::live_entries() == entries0 + n);
         CHECK(ShapeTrie::live_nodes() >= nodes0 + static_cast<i64>(trie.node_count()));
@@ -287,8 +287,8 @@ TEST_CASE("the lifecycle down to an empty trie frees every entry and node after 
     Shape survivor;
     {
         ShapeTrie trie(2);
-        survivor = trie.intern({5, 6}, element_type::u8);
-        Shape gone = trie.intern({5, 7}, element_type::u8);
+        survivor = trie.intern({5, 6}, ElementType::u8);
+        Shape gone = trie.intern({5, 7}, ElementType::u8);
     }
     CHECK(survivor.element_count() == 30);
     survivor.reset();
@@ -304,7 +304,7 @@ TEST_CASE("reclaim runs by itself as entries die, without collect") {
     // Many more deaths than the per-thread reclaim interval: most are freed on the way.
     const int deaths = 20 * static_cast<int>(detail::epoch_domain::reclaim_every);
     for (int i = 0; i < deaths; ++i) {
-        Shape s = trie.intern({i, 3}, element_type::f64);
+        Shape s = trie.intern({i, 3}, ElementType::f64);
         REQUIRE(s);
     }
     CHECK(trie.size() == 0);
@@ -327,8 +327,8 @@ TEST_CASE("threads that exit leave their records for reuse and their retired mem
             ts.emplace_back([&, t] {
                 ShapeTrie::reader r(trie);
                 for (int i = 0; i < 10; ++i) {
-                    Shape s = trie.intern({round, t, i}, element_type::i64);
-                    if (r.find({round, t, i}, element_type::i64) != s.data()) std::abort();
+                    Shape s = trie.intern({round, t, i}, ElementType::i64);
+                    if (r.find({round, t, i}, ElementType::i64) != s.data()) std::abort();
                 }
             });
         for (auto& th : ts) th.join();
@@ -342,11 +342,11 @@ TEST_CASE("dense lookups tell a dense shape from a view with the same extents") 
     ShapeTrie trie(1);  // one stripe: the views branch from the dense shape on a stride word
     const i64 ext[] = {2, 3, 4};
     const i64 dense_c[] = {12, 4, 1}, view[] = {1, 2, 6}, view2[] = {24, 4, 1};
-    Shape v = trie.intern(ext, view, element_type::f32, order::c);  // f-like strides, c order: a view
-    Shape v2 = trie.intern(ext, view2, element_type::f32, order::c);
-    Shape d = trie.intern(ext, element_type::f32);
-    Shape explicit_dense = trie.intern(ext, dense_c, element_type::f32, order::c);
-    Shape f = trie.intern(ext, element_type::f32, order::f);
+    Shape v = trie.intern(ext, view, ElementType::f32, Order::c);  // f-like strides, c order: a view
+    Shape v2 = trie.intern(ext, view2, ElementType::f32, Order::c);
+    Shape d = trie.intern(ext, ElementType::f32);
+    Shape explicit_dense = trie.intern(ext, dense_c, ElementType::f32, Order::c);
+    Shape f = trie.intern(ext, ElementType::f32, Order::f);
     CHECK(explicit_dense == d);
     CHECK(v != d);
     CHECK(v2 != d);
@@ -356,15 +356,15 @@ TEST_CASE("dense lookups tell a dense shape from a view with the same extents") 
     CHECK(trie.check_invariants() == 4);
     CHECK(trie.node_count() >= 1);
     ShapeTrie::reader r(trie);
-    CHECK(r.find(ext, element_type::f32) == d.data());
-    CHECK(r.find(ext, dense_c, element_type::f32, order::c) == d.data());
-    CHECK(r.find(ext, view, element_type::f32, order::c) == v.data());
-    CHECK(r.find(ext, view2, element_type::f32, order::c) == v2.data());
-    CHECK(r.find(ext, element_type::f32, order::f) == f.data());
-    CHECK(r.find(ext, view, element_type::f32, order::f) == f.data());
+    CHECK(r.find(ext, ElementType::f32) == d.data());
+    CHECK(r.find(ext, dense_c, ElementType::f32, Order::c) == d.data());
+    CHECK(r.find(ext, view, ElementType::f32, Order::c) == v.data());
+    CHECK(r.find(ext, view2, ElementType::f32, Order::c) == v2.data());
+    CHECK(r.find(ext, ElementType::f32, Order::f) == f.data());
+    CHECK(r.find(ext, view, ElementType::f32, Order::f) == f.data());
     // With the dense one gone, a dense lookup must not take a view for it.
     d.reset();
     explicit_dense.reset();
-    CHECK(r.find(ext, element_type::f32) == nullptr);
-    CHECK(trie.intern(ext, element_type::f32).strides()[0] == 12);
+    CHECK(r.find(ext, ElementType::f32) == nullptr);
+    CHECK(trie.intern(ext, ElementType::f32).strides()[0] == 12);
 }

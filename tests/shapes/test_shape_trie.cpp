@@ -53,29 +53,29 @@ std::string what_of(auto&& f) {
 TEST_CASE("equal shapes share one canonical buffer; different shapes do not") {
     ShapeTrie trie;
     const i64 ext[] = {2, 3, 4};
-    Shape a = trie.intern(ext, element_type::f32);
-    Shape b = trie.intern({2, 3, 4}, element_type::f32);
+    Shape a = trie.intern(ext, ElementType::f32);
+    Shape b = trie.intern({2, 3, 4}, ElementType::f32);
     REQUIRE(a);
     CHECK(a == b);
     CHECK(a.data() == b.data());
     CHECK(a.use_count() == 2);
 
     // The layout: rank, extents, strides, type, order, count.
-    const std::vector<i64> expect{3, 2, 3, 4, 12, 4, 1, static_cast<i64>(element_type::f32), 'c', 24};
+    const std::vector<i64> expect{3, 2, 3, 4, 12, 4, 1, static_cast<i64>(ElementType::f32), 'c', 24};
     CHECK(std::vector<i64>(a.words().begin(), a.words().end()) == expect);
     CHECK(a.rank() == 3);
     CHECK(a.element_count() == 24);
-    CHECK(a.type() == element_type::f32);
-    CHECK(a.layout() == order::c);
+    CHECK(a.type() == ElementType::f32);
+    CHECK(a.layout() == Order::c);
     CHECK(a.size_bytes() == shape_words(3) * 8);
 
     // Every part of the key tells shapes apart.
-    Shape other_type = trie.intern({2, 3, 4}, element_type::f64);
-    Shape other_order = trie.intern({2, 3, 4}, element_type::f32, order::f);
-    Shape other_extent = trie.intern({2, 3, 5}, element_type::f32);
+    Shape other_type = trie.intern({2, 3, 4}, ElementType::f64);
+    Shape other_order = trie.intern({2, 3, 4}, ElementType::f32, Order::f);
+    Shape other_extent = trie.intern({2, 3, 5}, ElementType::f32);
     const i64 view_strides[] = {1, 2, 6};
-    Shape other_strides = trie.intern(ext, view_strides, element_type::f32, order::c);
-    Shape other_rank = trie.intern({2, 3, 4, 1}, element_type::f32);
+    Shape other_strides = trie.intern(ext, view_strides, ElementType::f32, Order::c);
+    Shape other_rank = trie.intern({2, 3, 4, 1}, ElementType::f32);
     const std::vector<Shape> all{a, other_type, other_order, other_extent, other_strides, other_rank};
     for (std::size_t i = 0; i < all.size(); ++i)
         for (std::size_t j = i + 1; j < all.size(); ++j) CHECK(all[i].data() != all[j].data());
@@ -86,22 +86,22 @@ TEST_CASE("equal shapes share one canonical buffer; different shapes do not") {
 
     // Explicit dense strides are the same shape as the implicit ones.
     const i64 dense[] = {12, 4, 1};
-    CHECK(trie.intern(ext, dense, element_type::f32, order::c) == a);
+    CHECK(trie.intern(ext, dense, ElementType::f32, Order::c) == a);
     // A canonical buffer interns to the same entry.
     CHECK(trie.intern_buffer(a.words()) == a);
-    CHECK(trie.find(ext, dense, element_type::f32, order::c) == a);
-    CHECK_FALSE(trie.find(ext, dense, element_type::i8, order::c));
+    CHECK(trie.find(ext, dense, ElementType::f32, Order::c) == a);
+    CHECK_FALSE(trie.find(ext, dense, ElementType::i8, Order::c));
 
     // Scalars (rank 0) and empty tensors (an extent of 0) are shapes too.
-    Shape scalar = trie.intern(std::span<const i64>{}, element_type::f64);
+    Shape scalar = trie.intern(std::span<const i64>{}, ElementType::f64);
     CHECK(scalar.rank() == 0);
     CHECK(scalar.element_count() == 1);
-    CHECK(trie.intern(std::span<const i64>{}, element_type::f64) == scalar);
-    CHECK(trie.intern({4, 0, 3}, element_type::i8).element_count() == 0);
+    CHECK(trie.intern(std::span<const i64>{}, ElementType::f64) == scalar);
+    CHECK(trie.intern({4, 0, 3}, ElementType::i8).element_count() == 0);
 
     // Another trie interns its own copy.
     ShapeTrie second(8);
-    Shape elsewhere = second.intern({2, 3, 4}, element_type::f32);
+    Shape elsewhere = second.intern({2, 3, 4}, ElementType::f32);
     CHECK(elsewhere.data() != a.data());
     CHECK(std::equal(elsewhere.words().begin(), elsewhere.words().end(), a.words().begin()));
 }
@@ -112,8 +112,8 @@ TEST_CASE("handles count references; the last release empties the trie, nodes an
         ShapeTrie trie(stripes);
         const auto shapes = overlapping_extents();
         std::vector<Shape> held;
-        for (const auto& e : shapes) held.push_back(trie.intern(e, element_type::f32));
-        for (const auto& e : shapes) held.push_back(trie.intern(e, element_type::f32));  // second handle each
+        for (const auto& e : shapes) held.push_back(trie.intern(e, ElementType::f32));
+        for (const auto& e : shapes) held.push_back(trie.intern(e, ElementType::f32));  // second handle each
         CHECK(trie.size() == shapes.size());
         CHECK(trie.check_invariants() == shapes.size());
         if (stripes == 1) CHECK(trie.node_count() > 0);  // one stripe: shared prefixes branch
@@ -131,7 +131,7 @@ TEST_CASE("handles count references; the last release empties the trie, nodes an
         const i64* first_data = held[0].data();
         for (std::size_t i = 0; i < shapes.size(); ++i) held[i].reset();
         CHECK(trie.size() == shapes.size());
-        CHECK(trie.intern(shapes[0], element_type::f32).data() == first_data);
+        CHECK(trie.intern(shapes[0], ElementType::f32).data() == first_data);
 
         // Drop the rest in a shuffled order, checking the structure each time.
         std::vector<std::size_t> order_(shapes.size());
@@ -148,7 +148,7 @@ TEST_CASE("handles count references; the last release empties the trie, nodes an
         CHECK(trie.node_count() == 0);
         CHECK(trie.empty());
         // And it fills again from empty.
-        CHECK(trie.intern(shapes[3], element_type::f32).element_count() >= 0);
+        CHECK(trie.intern(shapes[3], ElementType::f32).element_count() >= 0);
         CHECK(trie.size() == 0);
     }
 }
@@ -157,8 +157,8 @@ TEST_CASE("a handle outlives its trie") {
     Shape survivor;
     {
         ShapeTrie trie(2);
-        survivor = trie.intern({5, 6}, element_type::u8);
-        Shape gone = trie.intern({5, 7}, element_type::u8);
+        survivor = trie.intern({5, 6}, ElementType::u8);
+        Shape gone = trie.intern({5, 7}, ElementType::u8);
     }
     CHECK(survivor.element_count() == 30);
     Shape copy = survivor;
@@ -171,7 +171,7 @@ TEST_CASE("the process-wide trie interns like any other") {
     auto& g = ShapeTrie::global();
     CHECK(&g == &ShapeTrie::global());
     CHECK(g.stripes() == ShapeTrie::default_stripes);
-    CHECK(g.intern({9, 9, 9}, element_type::i32) == g.intern({9, 9, 9}, element_type::i32));
+    CHECK(g.intern({9, 9, 9}, ElementType::i32) == g.intern({9, 9, 9}, ElementType::i32));
 }
 
 TEST_CASE("stripe counts are configurable and checked") {
@@ -184,38 +184,38 @@ TEST_CASE("stripe counts are configurable and checked") {
 
 TEST_CASE("bad shapes get a clear, typed error and change nothing") {
     ShapeTrie trie;
-    Shape keep = trie.intern({3}, element_type::f32);
+    Shape keep = trie.intern({3}, ElementType::f32);
 
     std::vector<i64> deep(33, 1);
-    const auto rank_msg = what_of([&] { (void)trie.intern(deep, element_type::f32); });
+    const auto rank_msg = what_of([&] { (void)trie.intern(deep, ElementType::f32); });
     CHECK(rank_msg.find("rank 33") != std::string::npos);
     CHECK(rank_msg.find("maximum 32") != std::string::npos);
     try {
-        (void)trie.intern(deep, element_type::f32);
+        (void)trie.intern(deep, ElementType::f32);
     } catch (const usage_error& e) {  // part of clpool's vocabulary
         CHECK(dynamic_cast<const shape_error&>(e).why() == shape_error::reason::rank_too_high);
     }
-    CHECK_NOTHROW((void)trie.intern(std::vector<i64>(32, 1), element_type::f32));  // the maximum itself is fine
+    CHECK_NOTHROW((void)trie.intern(std::vector<i64>(32, 1), ElementType::f32));  // the maximum itself is fine
 
     const i64 big = i64{1} << 32;
-    const auto count_msg = what_of([&] { (void)trie.intern({big, big}, element_type::f32); });
+    const auto count_msg = what_of([&] { (void)trie.intern({big, big}, ElementType::f32); });
     CHECK(count_msg.find("[4294967296, 4294967296]") != std::string::npos);
     CHECK(count_msg.find("overflows") != std::string::npos);
     // The count fits but its bytes do not.
-    const auto bytes_msg = what_of([&] { (void)trie.intern({i64{1} << 61}, element_type::f64); });
+    const auto bytes_msg = what_of([&] { (void)trie.intern({i64{1} << 61}, ElementType::f64); });
     CHECK(bytes_msg.find("overflows") != std::string::npos);
-    CHECK_NOTHROW((void)trie.intern({i64{1} << 61}, element_type::u8));
+    CHECK_NOTHROW((void)trie.intern({i64{1} << 61}, ElementType::u8));
 
-    CHECK(what_of([&] { (void)trie.intern({2, -1}, element_type::f32); }).find("-1") != std::string::npos);
+    CHECK(what_of([&] { (void)trie.intern({2, -1}, ElementType::f32); }).find("-1") != std::string::npos);
     const i64 e2[] = {2, 3}, s1[] = {1};
-    CHECK(what_of([&] { (void)trie.intern(e2, s1, element_type::f32, order::c); }).find("1 strides") !=
+    CHECK(what_of([&] { (void)trie.intern(e2, s1, ElementType::f32, Order::c); }).find("1 strides") !=
           std::string::npos);
-    CHECK(what_of([&] { (void)trie.intern({2}, static_cast<element_type>(99)); }).find("99") != std::string::npos);
-    CHECK(what_of([&] { (void)trie.intern({2}, element_type::f32, static_cast<order>('x')); }).find("120") !=
+    CHECK(what_of([&] { (void)trie.intern({2}, static_cast<ElementType>(99)); }).find("99") != std::string::npos);
+    CHECK(what_of([&] { (void)trie.intern({2}, ElementType::f32, static_cast<Order>('x')); }).find("120") !=
           std::string::npos);
     const i64 short_buf[] = {2, 3, 4};
     CHECK(what_of([&] { (void)trie.intern_buffer(short_buf); }).find("needs 8") != std::string::npos);
-    const i64 wrong_count[] = {1, 5, 1, static_cast<i64>(element_type::f32), 'c', 6};
+    const i64 wrong_count[] = {1, 5, 1, static_cast<i64>(ElementType::f32), 'c', 6};
     CHECK(what_of([&] { (void)trie.intern_buffer(wrong_count); }).find("product 5") != std::string::npos);
     const i64 neg_rank[] = {-1};
     CHECK(what_of([&] { (void)trie.intern_buffer(neg_rank); }).find("rank -1") != std::string::npos);
@@ -244,7 +244,7 @@ TEST_CASE("a hit allocates nothing on the heap, for every rank") {
     ShapeTrie trie(1);  // one stripe: hits walk real branch nodes
     std::vector<Shape> held;
     for (std::size_t r = 0; r <= ShapeTrie::max_rank; ++r)
-        for (i64 v : {1, 2, 3}) held.push_back(trie.intern(std::vector<i64>(r, v), element_type::f32));
+        for (i64 v : {1, 2, 3}) held.push_back(trie.intern(std::vector<i64>(r, v), ElementType::f32));
     std::vector<std::vector<i64>> keys;
     for (std::size_t r = 0; r <= ShapeTrie::max_rank; ++r) keys.emplace_back(r, 2);
     const i64 strides[] = {1};
@@ -253,17 +253,17 @@ TEST_CASE("a hit allocates nothing on the heap, for every rank") {
         test::CountAllocations counting;
         for (int round = 0; round < 10; ++round)
             for (const auto& k : keys) {
-                Shape hit = trie.intern(k, element_type::f32);
+                Shape hit = trie.intern(k, ElementType::f32);
                 Shape again = hit;  // copies do not allocate either
                 REQUIRE(hit.rank() == k.size());
             }
-        Shape viewed = trie.intern(one, strides, element_type::f32, order::c);
+        Shape viewed = trie.intern(one, strides, ElementType::f32, Order::c);
         Shape buffered = trie.intern_buffer(viewed.words());
         CHECK(counting.count() == 0);
     }
     // The counter sees the trie's allocations: a miss allocates its entry.
     test::CountAllocations counting;
-    Shape miss = trie.intern({7, 7, 7}, element_type::f32);
+    Shape miss = trie.intern({7, 7, 7}, ElementType::f32);
     CHECK(counting.count() > 0);
 }
 #endif
@@ -276,7 +276,7 @@ TEST_CASE("many threads intern and release overlapping shapes at once") {
         // Half the shapes stay anchored: every thread must get the anchor's
         // pointer for them. The other half are born and die over and over.
         std::vector<Shape> anchors;
-        for (std::size_t i = 0; i < shapes.size(); i += 2) anchors.push_back(trie.intern(shapes[i], element_type::f32));
+        for (std::size_t i = 0; i < shapes.size(); i += 2) anchors.push_back(trie.intern(shapes[i], ElementType::f32));
 
         constexpr int threads = 8;
         std::atomic<int> failures{0};
@@ -289,7 +289,7 @@ TEST_CASE("many threads intern and release overlapping shapes at once") {
                 std::vector<Shape> mine(8);
                 for (int step = 0; step < 4000; ++step) {
                     const std::size_t i = rng() % shapes.size();
-                    Shape s = trie.intern(shapes[i], element_type::f32);
+                    Shape s = trie.intern(shapes[i], ElementType::f32);
                     const auto& e = shapes[i];
                     bool ok = s.rank() == e.size() && std::equal(e.begin(), e.end(), s.extents().begin());
                     i64 count = 1;

@@ -40,7 +40,7 @@ inline std::vector<DeviceFacts> list_device_facts() {
     std::vector<DeviceFacts> out;
 #ifdef CLPOOL_HAS_OPENCL
     for (const auto& d : clpool::list_devices()) {
-        const device_facts f = query_device_facts(d.id);
+        const clpool::DeviceFacts f = query_device_facts(d.id);
         DeviceFacts x;
         x.index = d.index;
         x.platform_index = d.platform_index;
@@ -79,12 +79,12 @@ inline DeviceChoice choose_device(const DeviceSpec& spec, const std::vector<Devi
 #ifdef CLPOOL_HAS_OPENCL
     const auto described = clpool::list_devices();
 #else
-    const std::vector<device_description> described;
+    const std::vector<DeviceDescription> described;
 #endif
-    const device_match m = match_device(spec.selector, described, spec.source);
+    const DeviceMatch m = match_device(spec.selector, described, spec.source);
     DeviceChoice c;
     c.why = spec.source + " '" + spec.selector + "'";
-    if (m.backend == backend_kind::host) {
+    if (m.backend == BackendKind::host) {
         if (spec.selector != "host") c.why += ": no OpenCL device found, the host backend";
         return c;
     }

@@ -25,9 +25,9 @@ static_assert(LimitPolicy<RecordingCapped>);
 inline thread_local bool tl_driver_oom = false;
 struct WatchedBackend : OpenCLBackend {
     using OpenCLBackend::OpenCLBackend;
-    allocation<cl::Buffer> allocate(std::size_t n, memory_kind kind) noexcept {
+    Allocation<cl::Buffer> allocate(std::size_t n, MemoryKind kind) noexcept {
         auto a = OpenCLBackend::allocate(n, kind);
-        if (a.status == alloc_status::out_of_memory) tl_driver_oom = true;
+        if (a.status == AllocStatus::out_of_memory) tl_driver_oom = true;
         return a;
     }
 };

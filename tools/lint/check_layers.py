@@ -32,7 +32,7 @@ LAYERS = [
      "the Backend and policy concepts, `backend_traits`, `Pool`, `Handle`, `PoolStats`, errors, memory kinds, process state",
      "nothing of clpool's", set()),
     ("policies", "policies/clpool/policies/",
-     "buckets, flags, limits, locks, `spin_mutex`, `ThreadCached` and its magazines",
+     "buckets, flags, limits, locks, `SpinMutex`, `ThreadCached` and its magazines",
      "core", {"core"}),
     ("backends", "backends/clpool/backends/",
      "host, OpenCL, mapped pinned",

@@ -206,12 +206,12 @@ public:
     std::size_t max_alloc_size() const noexcept { return inner_.max_alloc_size(); }
     bool unified_memory() const noexcept { return inner_.unified_memory(); }
     decltype(auto) name() const { return inner_.name(); }  // the pool wants what the inner backend gives
-    allocation<memory_type> allocate(std::size_t n, memory_kind k) noexcept {
+    Allocation<memory_type> allocate(std::size_t n, MemoryKind k) noexcept {
         auto a = inner_.allocate(n, k);
-        if (a.status != alloc_status::ok) return {memory_type{}, a.status, a.native_code};
+        if (a.status != AllocStatus::ok) return {memory_type{}, a.status, a.native_code};
         counter_->held += n;
         ++counter_->allocations;
-        return {memory_type(std::move(a.memory), n, counter_), alloc_status::ok, 0};
+        return {memory_type(std::move(a.memory), n, counter_), AllocStatus::ok, 0};
     }
 
 private:
@@ -225,7 +225,7 @@ struct SimBackend {
     std::size_t max_alloc_size() const noexcept { return std::numeric_limits<std::size_t>::max() / 2; }
     bool unified_memory() const noexcept { return true; }
     const char* name() const noexcept { return "sim"; }
-    allocation<memory_type> allocate(std::size_t, memory_kind) noexcept { return {{}, alloc_status::ok, 0}; }
+    Allocation<memory_type> allocate(std::size_t, MemoryKind) noexcept { return {{}, AllocStatus::ok, 0}; }
 };
 static_assert(Backend<SimBackend>);
 static_assert(Backend<Counted<HostBackend>>);

@@ -43,7 +43,7 @@ private:
     std::size_t alignment_ = alignof(std::max_align_t);
 };
 
-// Aligned host memory. Every memory_kind is the same host memory, and the
+// Aligned host memory. Every MemoryKind is the same host memory, and the
 // device "shares" it, so unified_memory() is true. Thread-safe.
 class HostBackend {
 public:
@@ -62,14 +62,14 @@ public:
     std::size_t alignment() const noexcept { return alignment_; }
     const char* name() const noexcept { return "host"; }
 
-    allocation<HostMemory> allocate(std::size_t n, memory_kind) noexcept {
+    Allocation<HostMemory> allocate(std::size_t n, MemoryKind) noexcept {
         void* p = ::operator new(n, std::align_val_t{alignment_}, std::nothrow);
-        if (!p) return {HostMemory{}, alloc_status::out_of_memory, 0};
+        if (!p) return {HostMemory{}, AllocStatus::out_of_memory, 0};
         // Commit now, as the OpenCL backend does: touch one byte a page so a
         // pool hit never pays the page faults.
         auto* bytes = static_cast<volatile unsigned char*>(p);
         for (std::size_t i = 0; i < n; i += page_size) bytes[i] = 0;
-        return {HostMemory{static_cast<std::byte*>(p), n, alignment_}, alloc_status::ok, 0};
+        return {HostMemory{static_cast<std::byte*>(p), n, alignment_}, AllocStatus::ok, 0};
     }
 
 private:

@@ -1,4 +1,4 @@
-// mapped_buffer: a pinned cl::Buffer together with the host pointer it stays mapped at, owned as one.
+// MappedBuffer: a pinned cl::Buffer together with the host pointer it stays mapped at, owned as one.
 #pragma once
 
 #include <clpool/backends/opencl.hpp>
@@ -24,17 +24,17 @@ namespace clpool {
 // buffer's events first: MappedPinnedBackend declares
 // backend_ability::free_waits_for_events).
 // Not thread-safe itself; distinct objects may be used from any threads.
-class mapped_buffer {
+class MappedBuffer {
 public:
-    mapped_buffer() noexcept = default;
+    MappedBuffer() noexcept = default;
     // Takes ownership of an existing mapping of `buffer` at `host` (n bytes,
     // mapped on `queue`), already registered in detail::pinned_ranges.
-    mapped_buffer(cl::Buffer buffer, void* host, std::size_t n, cl::CommandQueue queue) noexcept
+    MappedBuffer(cl::Buffer buffer, void* host, std::size_t n, cl::CommandQueue queue) noexcept
         : buffer_(std::move(buffer)), host_(host), bytes_(n), queue_(std::move(queue)) {}
-    mapped_buffer(mapped_buffer&& other) noexcept
+    MappedBuffer(MappedBuffer&& other) noexcept
         : buffer_(std::move(other.buffer_)), host_(std::exchange(other.host_, nullptr)),
           bytes_(std::exchange(other.bytes_, 0)), queue_(std::move(other.queue_)) {}
-    mapped_buffer& operator=(mapped_buffer&& other) noexcept {
+    MappedBuffer& operator=(MappedBuffer&& other) noexcept {
         if (this != &other) {
             reset();
             buffer_ = std::move(other.buffer_);
@@ -44,9 +44,9 @@ public:
         }
         return *this;
     }
-    mapped_buffer(const mapped_buffer&) = delete;
-    mapped_buffer& operator=(const mapped_buffer&) = delete;
-    ~mapped_buffer() { reset(); }
+    MappedBuffer(const MappedBuffer&) = delete;
+    MappedBuffer& operator=(const MappedBuffer&) = delete;
+    ~MappedBuffer() { reset(); }
 
     // The OpenCL buffer (for kernels or copies that name it).
     const cl::Buffer& buffer() const noexcept { return buffer_; }

@@ -14,7 +14,7 @@ namespace clpool {
 // Makes mapped_buffers in one context: clCreateBuffer(CL_MEM_ALLOC_HOST_PTR)
 // and one blocking map (read and write) on the backend's own queue, which both
 // commits the memory and gives the host pointer; the buffer stays mapped until
-// the pool frees it (then: unmap, wait, release; mapped_buffer::reset).
+// the pool frees it (then: unmap, wait, release; MappedBuffer::reset).
 //
 // Using the mapped pointer as the host side of clEnqueueWriteBuffer /
 // clEnqueueReadBuffer on ANOTHER buffer while it stays mapped is the vendors'
@@ -31,7 +31,7 @@ namespace clpool {
 // allocate is thread-safe (OpenCL queues are).
 class MappedPinnedBackend {
 public:
-    using memory_type = mapped_buffer;
+    using memory_type = MappedBuffer;
     using event_type = cl::Event;
     // As OpenCLBackend's, and free_waits_for_events: the pool waits for a
     // buffer's pending events before freeing it, as the driver's reference
@@ -58,8 +58,8 @@ public:
     // Creates, maps (blocking) and registers n bytes as pinned. Never throws;
     // on failure nothing is left allocated or mapped. Cost: a driver
     // allocation of pinned memory plus one map round trip.
-    allocation<mapped_buffer> allocate(std::size_t n, memory_kind kind) noexcept {
-        if (kind == memory_kind::device_local) return failure(CL_INVALID_VALUE);
+    Allocation<MappedBuffer> allocate(std::size_t n, MemoryKind kind) noexcept {
+        if (kind == MemoryKind::device_local) return failure(CL_INVALID_VALUE);
         const std::size_t bytes = n == 0 ? 1 : n;  // a zero-byte buffer or map is invalid
         cl_int err = CL_SUCCESS;
         cl_mem mem = clCreateBuffer(dev_.context(), access_flags_ | CL_MEM_ALLOC_HOST_PTR, bytes, nullptr, &err);
@@ -74,10 +74,10 @@ public:
             detail::pinned_ranges::instance().add(host, bytes);
         } catch (...) {
             // Not registered: unmap it again and fail as out of host memory.
-            mapped_buffer undo(std::move(buffer), host, bytes, dev_.queue);
+            MappedBuffer undo(std::move(buffer), host, bytes, dev_.queue);
             return failure(CL_OUT_OF_HOST_MEMORY);
         }
-        return {mapped_buffer(std::move(buffer), host, bytes, dev_.queue), alloc_status::ok, CL_SUCCESS};
+        return {MappedBuffer(std::move(buffer), host, bytes, dev_.queue), AllocStatus::ok, CL_SUCCESS};
     }
 
     // Completion test and wait, as OpenCLBackend's (release_after, pending reuse).
@@ -90,8 +90,8 @@ public:
     void abandon() noexcept { dev_.abandon(); }
 
 private:
-    static allocation<mapped_buffer> failure(cl_int err) noexcept {
-        return opencl::failed_allocation<mapped_buffer>(err);
+    static Allocation<MappedBuffer> failure(cl_int err) noexcept {
+        return opencl::failed_allocation<MappedBuffer>(err);
     }
 
     opencl::private_device dev_;  // its queue maps on allocate; each buffer keeps a reference for its unmap

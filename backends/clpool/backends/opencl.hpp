@@ -160,8 +160,8 @@ struct private_device {
 
 // A failed allocation with the driver's code, out_of_memory where the code says so.
 template <class Memory>
-allocation<Memory> failed_allocation(cl_int err) noexcept {
-    return {Memory(), is_out_of_memory(err) ? alloc_status::out_of_memory : alloc_status::failed, err};
+Allocation<Memory> failed_allocation(cl_int err) noexcept {
+    return {Memory(), is_out_of_memory(err) ? AllocStatus::out_of_memory : AllocStatus::failed, err};
 }
 
 }  // namespace opencl
@@ -200,18 +200,18 @@ public:
     cl_device_id device() const noexcept { return dev_.device; }
     cl_mem_flags access_flags() const noexcept { return access_flags_; }
 
-    cl_mem_flags flags_for(memory_kind kind) const noexcept {
-        return access_flags_ | (kind == memory_kind::host_pinned ? CL_MEM_ALLOC_HOST_PTR : 0);
+    cl_mem_flags flags_for(MemoryKind kind) const noexcept {
+        return access_flags_ | (kind == MemoryKind::host_pinned ? CL_MEM_ALLOC_HOST_PTR : 0);
     }
 
-    allocation<cl::Buffer> allocate(std::size_t n, memory_kind kind) noexcept {
+    Allocation<cl::Buffer> allocate(std::size_t n, MemoryKind kind) noexcept {
         cl_int err = CL_SUCCESS;
         cl_mem mem = clCreateBuffer(dev_.context(), flags_for(kind), n, nullptr, &err);
         if (err != CL_SUCCESS) return failure(err);
         cl::Buffer buffer(mem, false);  // adopt the creation reference
         err = commit(mem, n, kind);
         if (err != CL_SUCCESS) return failure(err);
-        return {std::move(buffer), alloc_status::ok, CL_SUCCESS};
+        return {std::move(buffer), AllocStatus::ok, CL_SUCCESS};
     }
 
     // Completion test for release_after: a command that ended in error no
@@ -233,13 +233,13 @@ public:
     void abandon() noexcept { dev_.abandon(); }
 
 private:
-    static allocation<cl::Buffer> failure(cl_int err) noexcept { return opencl::failed_allocation<cl::Buffer>(err); }
+    static Allocation<cl::Buffer> failure(cl_int err) noexcept { return opencl::failed_allocation<cl::Buffer>(err); }
 
-    cl_int commit(cl_mem mem, std::size_t n, memory_kind kind) noexcept {
+    cl_int commit(cl_mem mem, std::size_t n, MemoryKind kind) noexcept {
         std::lock_guard serial(opencl::private_queue_mutex(dev_.queue()));
         cl_event done = nullptr;
         cl_int err = CL_SUCCESS;
-        if (kind == memory_kind::device_local) {
+        if (kind == MemoryKind::device_local) {
             err = clEnqueueMigrateMemObjects(dev_.queue(), 1, &mem, CL_MIGRATE_MEM_OBJECT_CONTENT_UNDEFINED, 0,
                                              nullptr, &done);
         } else {

@@ -12,7 +12,7 @@
 
 namespace clpool {
 
-enum class alloc_status : unsigned char {
+enum class AllocStatus : unsigned char {
     ok,
     out_of_memory,  // the driver is out of memory: the pool gives its cache back and retries once
     failed,         // any other driver failure: reported as driver_error, no retry
@@ -21,9 +21,9 @@ enum class alloc_status : unsigned char {
 // What Backend::allocate returns: the memory (empty unless ok) and the
 // driver's own code for the outcome (0 on success).
 template <class Memory>
-struct allocation {
+struct Allocation {
     Memory memory{};
-    alloc_status status = alloc_status::failed;
+    AllocStatus status = AllocStatus::failed;
     int native_code = 0;
 };
 
@@ -82,8 +82,8 @@ concept backend_limits = requires(const B& cb) {
 
 // Makes n committed bytes of kind k; never throws; callable from many threads at once.
 template <class B>
-concept backend_allocate = backend_memory<B> && requires(B& b, std::size_t n, memory_kind k) {
-    { b.allocate(n, k) } noexcept -> std::same_as<allocation<typename B::memory_type>>;
+concept backend_allocate = backend_memory<B> && requires(B& b, std::size_t n, MemoryKind k) {
+    { b.allocate(n, k) } noexcept -> std::same_as<Allocation<typename B::memory_type>>;
 };
 
 // A short name for messages ("opencl", "host").
@@ -174,8 +174,8 @@ consteval bool diagnose_backend() {
                   "clpool: the backend has no `using memory_type = ...` (the owner of one allocation)");
     if constexpr (requires { typename B::memory_type; }) {
         static_assert(backend_memory<B>, "clpool: the backend's `memory_type` must be movable and default-constructible");
-        static_assert(backend_allocate<B>, "clpool: the backend has no `allocation<memory_type> allocate(std::size_t, "
-                                           "memory_kind) noexcept`");
+        static_assert(backend_allocate<B>, "clpool: the backend has no `Allocation<memory_type> allocate(std::size_t, "
+                                           "MemoryKind) noexcept`");
     }
     static_assert(requires(const B& cb) {
         { cb.max_alloc_size() } noexcept -> std::same_as<std::size_t>;

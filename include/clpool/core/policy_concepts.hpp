@@ -22,12 +22,12 @@ concept BucketPolicy = requires(std::size_t n) {
     { P::size_from_index(n) } noexcept -> std::same_as<std::size_t>;
 };
 
-// A flag policy answers `kind(backend)` with a memory_kind. Backends turn the
+// A flag policy answers `kind(backend)` with a MemoryKind. Backends turn the
 // kind into their native flags (CL_MEM_READ_WRITE, CL_MEM_ALLOC_HOST_PTR, ...),
 // so one policy serves every backend.
 template <class P, class Backend>
 concept FlagPolicyFor = requires(const P& p, const Backend& b) {
-    { p.kind(b) } noexcept -> std::same_as<memory_kind>;
+    { p.kind(b) } noexcept -> std::same_as<MemoryKind>;
 };
 
 // A limit policy answers, when a buffer comes back, whether keeping it cached

@@ -126,7 +126,7 @@ public:
     const B& backend() const noexcept { return backend_; }
     B& backend() noexcept { return backend_; }
     const Limits& limits() const noexcept { return lists_.limits(); }
-    memory_kind kind() const noexcept { return kind_; }
+    MemoryKind kind() const noexcept { return kind_; }
     std::size_t max_alloc_size() const noexcept { return max_alloc_; }
 
 private:
@@ -147,15 +147,15 @@ private:
 
     block_type* create(std::size_t index, std::size_t bytes, std::size_t nbytes) {
         auto result = backend_.allocate(bytes, kind_);
-        if (result.status == alloc_status::out_of_memory) {
+        if (result.status == AllocStatus::out_of_memory) {
             // The cache may be what is crowding the device: give it back, try once more.
             trim();
             lists_.on_oom_retry(index);
             result = backend_.allocate(bytes, kind_);
         }
-        if (result.status != alloc_status::ok) {
+        if (result.status != AllocStatus::ok) {
             const std::size_t held = lists_.on_failure(index);
-            if (result.status == alloc_status::out_of_memory)
+            if (result.status == AllocStatus::out_of_memory)
                 throw out_of_memory(nbytes, held, result.native_code, backend_.name());
             throw driver_error(std::string(backend_.name()) + " allocation of " + std::to_string(bytes) +
                                    " bytes",
@@ -211,7 +211,7 @@ private:
 
     B backend_;
     [[no_unique_address]] Flags flags_;
-    const memory_kind kind_;
+    const MemoryKind kind_;
     const std::size_t max_alloc_;
     const std::uint32_t generation_ = detail::birth_generation();  // also installs the fork handler
     lists_type lists_;

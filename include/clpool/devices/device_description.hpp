@@ -13,22 +13,22 @@
 namespace clpool {
 
 // Which Backend a device's pools use.
-enum class backend_kind : unsigned char { opencl, host };
+enum class BackendKind : unsigned char { opencl, host };
 // What kind of device it is; the host backend reports cpu.
-enum class device_type : unsigned char { gpu, cpu, accelerator, other };
+enum class DeviceType : unsigned char { gpu, cpu, accelerator, other };
 
-constexpr const char* to_string(backend_kind b) noexcept { return b == backend_kind::opencl ? "opencl" : "host"; }
-constexpr const char* to_string(device_type t) noexcept {
+constexpr const char* to_string(BackendKind b) noexcept { return b == BackendKind::opencl ? "opencl" : "host"; }
+constexpr const char* to_string(DeviceType t) noexcept {
     switch (t) {
-        case device_type::gpu: return "gpu";
-        case device_type::cpu: return "cpu";
-        case device_type::accelerator: return "accelerator";
+        case DeviceType::gpu: return "gpu";
+        case DeviceType::cpu: return "cpu";
+        case DeviceType::accelerator: return "accelerator";
         default: return "other";
     }
 }
 
 // The facts about a device that the pools and their users need.
-struct device_facts {
+struct DeviceFacts {
     bool unified_memory = false;         // shares host memory (integrated GPU, CPU device, host backend)
     bool fp16 = false;                   // cl_khr_fp16: half-precision kernels are available
     std::size_t max_alloc = 0;           // CL_DEVICE_MAX_MEM_ALLOC_SIZE, bytes
@@ -38,22 +38,22 @@ struct device_facts {
 
 // One OpenCL device as enumerated: list_devices() order is platform by
 // platform, each platform's devices in the order the driver gives them.
-struct device_description {
+struct DeviceDescription {
     std::size_t index = 0;           // position in list_devices()
     std::size_t platform_index = 0;  // the "P" of a "P:D" selector
     std::size_t device_index = 0;    // the "D": position within its platform
     std::string platform_name, platform_vendor, device_name;
-    device_type type = device_type::other;
+    DeviceType type = DeviceType::other;
 #ifdef CLPOOL_HAS_OPENCL
     cl_device_id id = nullptr;
 #endif
 };
 
 // What a selector resolved to: the host backend, or list_devices()[index].
-struct device_match {
-    backend_kind backend = backend_kind::host;
+struct DeviceMatch {
+    BackendKind backend = BackendKind::host;
     std::size_t index = 0;
-    friend bool operator==(const device_match&, const device_match&) = default;
+    friend bool operator==(const DeviceMatch&, const DeviceMatch&) = default;
 };
 
 }  // namespace clpool

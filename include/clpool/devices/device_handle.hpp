@@ -1,4 +1,4 @@
-// DeviceHandle and device choice: select_device, default_device, current_device, device_scope.
+// DeviceHandle and device choice: select_device, default_device, current_device, DeviceScope.
 #pragma once
 
 #include <clpool/core/errors.hpp>
@@ -42,9 +42,9 @@ public:
 
     const std::string& platform_name() const noexcept { return platform_name_; }
     const std::string& device_name() const noexcept { return device_name_; }
-    backend_kind backend() const noexcept { return backend_; }
-    device_type type() const noexcept { return type_; }
-    const device_facts& facts() const noexcept { return facts_; }
+    BackendKind backend() const noexcept { return backend_; }
+    DeviceType type() const noexcept { return type_; }
+    const DeviceFacts& facts() const noexcept { return facts_; }
     // "'name' (gpu, opencl, platform 'P')" for messages and logs.
     std::string describe() const {
         return "'" + device_name_ + "' (" + to_string(type_) + ", " + to_string(backend_) + ", platform '" +
@@ -52,7 +52,7 @@ public:
     }
     // False in a fork child for a handle made in the parent (its OpenCL
     // objects are the parent's; select the device again in the child).
-    bool usable() const noexcept { return backend_ == backend_kind::host || detail::same_process(generation_); }
+    bool usable() const noexcept { return backend_ == BackendKind::host || detail::same_process(generation_); }
 
 #ifdef CLPOOL_HAS_OPENCL
     // The context and in-order queue; empty (null) objects for the host backend.
@@ -80,7 +80,7 @@ public:
     template <class F>
     decltype(auto) with_buffer_pool(F&& f) const {
 #ifdef CLPOOL_HAS_OPENCL
-        if (backend_ == backend_kind::opencl) return std::forward<F>(f)(buffer_pool());
+        if (backend_ == BackendKind::opencl) return std::forward<F>(f)(buffer_pool());
 #endif
         return std::forward<F>(f)(host_buffer_pool());
     }
@@ -91,7 +91,7 @@ public:
     // runtime/waits.hpp has a wait that Ctrl+C can interrupt.
     void finish() const {
 #ifdef CLPOOL_HAS_OPENCL
-        if (backend_ == backend_kind::opencl) opencl::check(clFinish(opencl_queue("finish")()), "clFinish");
+        if (backend_ == BackendKind::opencl) opencl::check(clFinish(opencl_queue("finish")()), "clFinish");
 #endif
     }
 
@@ -101,7 +101,7 @@ private:
 
 #ifdef CLPOOL_HAS_OPENCL
     const cl::CommandQueue& opencl_queue(const char* what) const {
-        if (backend_ != backend_kind::opencl)
+        if (backend_ != BackendKind::opencl)
             throw usage_error(std::string("clpool: DeviceHandle::") + what + " on " + describe() +
                               ", a host-backend device: use host_buffer_pool() or with_buffer_pool()");
         if (!usable())
@@ -115,9 +115,9 @@ private:
     cl_device_id id_ = nullptr;
 #endif
     std::string platform_name_, device_name_;
-    backend_kind backend_ = backend_kind::host;
-    device_type type_ = device_type::cpu;
-    device_facts facts_;
+    BackendKind backend_ = BackendKind::host;
+    DeviceType type_ = DeviceType::cpu;
+    DeviceFacts facts_;
     std::uint32_t generation_ = 0;
 };
 
@@ -145,8 +145,8 @@ public:
             auto* h = new DeviceHandle;
             h->platform_name_ = "host";
             h->device_name_ = "host memory";
-            h->backend_ = backend_kind::host;
-            h->type_ = device_type::cpu;
+            h->backend_ = BackendKind::host;
+            h->type_ = DeviceType::cpu;
             h->facts_ = host_device_facts();
             h->generation_ = generation_;
             host_ = h;
@@ -155,7 +155,7 @@ public:
     }
 
 #ifdef CLPOOL_HAS_OPENCL
-    const DeviceHandle& open(const device_description& d) {
+    const DeviceHandle& open(const DeviceDescription& d) {
         std::lock_guard lock(mutex_);
         auto& slot = devices_[d.id];
         if (slot) return *slot;
@@ -170,7 +170,7 @@ public:
         h->id_ = d.id;
         h->platform_name_ = d.platform_name;
         h->device_name_ = d.device_name;
-        h->backend_ = backend_kind::opencl;
+        h->backend_ = BackendKind::opencl;
         h->type_ = d.type;
         h->facts_ = query_device_facts(d.id);
         h->generation_ = generation_;
@@ -196,7 +196,7 @@ inline const DeviceHandle& select_from(std::string_view selector, std::string_vi
                           "') after clpool::shutdown(); nothing accepts work once shutdown() has run");
     const auto devices = list_devices();
     const auto m = match_device(selector, devices, source);
-    if (m.backend == backend_kind::host) return device_manager::instance().host();
+    if (m.backend == BackendKind::host) return device_manager::instance().host();
 #ifdef CLPOOL_HAS_OPENCL
     return device_manager::instance().open(devices[m.index]);
 #else
@@ -232,7 +232,7 @@ inline const DeviceHandle& default_device() {
     return *d;
 }
 
-// The innermost device_scope's device on this thread, else default_device().
+// The innermost DeviceScope's device on this thread, else default_device().
 // Throws as default_device does. Thread-safe (per-thread state).
 inline const DeviceHandle& current_device() {
     const DeviceHandle* d = detail::scoped_device;
@@ -243,15 +243,15 @@ inline const DeviceHandle& current_device() {
 // Makes a device the current one on this thread until the scope ends, then
 // restores the previous one. Scopes nest (destroy them in reverse order, as
 // blocks do). Neither copies nor moves.
-class device_scope {
+class DeviceScope {
 public:
-    explicit device_scope(const DeviceHandle& device) noexcept
+    explicit DeviceScope(const DeviceHandle& device) noexcept
         : device_(device), previous_(std::exchange(detail::scoped_device, &device)) {}
     // Selects by selector first; throws as select_device does (and then changes nothing).
-    explicit device_scope(std::string_view selector) : device_scope(select_device(selector)) {}
-    ~device_scope() { detail::scoped_device = previous_; }
-    device_scope(const device_scope&) = delete;
-    device_scope& operator=(const device_scope&) = delete;
+    explicit DeviceScope(std::string_view selector) : DeviceScope(select_device(selector)) {}
+    ~DeviceScope() { detail::scoped_device = previous_; }
+    DeviceScope(const DeviceScope&) = delete;
+    DeviceScope& operator=(const DeviceScope&) = delete;
 
     const DeviceHandle& device() const noexcept { return device_; }
 

@@ -32,15 +32,15 @@ inline bool has_extension(std::string_view extensions, std::string_view extensio
 
 // The host backend's facts: shares host memory, no fp16 kernels, the
 // HostBackend's allocation limit and alignment.
-inline device_facts host_device_facts() noexcept {
+inline DeviceFacts host_device_facts() noexcept {
     const HostBackend b;
     return {true, false, b.max_alloc_size(), b.alignment(), 0};
 }
 
 #ifdef CLPOOL_HAS_OPENCL
 // Queries a device's facts. Throws driver_error if the device cannot be queried.
-inline device_facts query_device_facts(cl_device_id d) {
-    device_facts f;
+inline DeviceFacts query_device_facts(cl_device_id d) {
+    DeviceFacts f;
     f.unified_memory = opencl::device_info<cl_bool>(d, CL_DEVICE_HOST_UNIFIED_MEMORY) == CL_TRUE;
     f.fp16 = has_extension(opencl::device_string(d, CL_DEVICE_EXTENSIONS), "cl_khr_fp16");
     f.max_alloc = static_cast<std::size_t>(opencl::device_info<cl_ulong>(d, CL_DEVICE_MAX_MEM_ALLOC_SIZE));
@@ -58,11 +58,11 @@ inline std::string platform_string(cl_platform_id p, cl_platform_info what) {
     while (!s.empty() && s.back() == '\0') s.pop_back();
     return s;
 }
-inline device_type type_of(cl_device_type t) noexcept {
-    if (t & CL_DEVICE_TYPE_GPU) return device_type::gpu;
-    if (t & CL_DEVICE_TYPE_CPU) return device_type::cpu;
-    if (t & CL_DEVICE_TYPE_ACCELERATOR) return device_type::accelerator;
-    return device_type::other;
+inline DeviceType type_of(cl_device_type t) noexcept {
+    if (t & CL_DEVICE_TYPE_GPU) return DeviceType::gpu;
+    if (t & CL_DEVICE_TYPE_CPU) return DeviceType::cpu;
+    if (t & CL_DEVICE_TYPE_ACCELERATOR) return DeviceType::accelerator;
+    return DeviceType::other;
 }
 }  // namespace detail
 #endif
@@ -71,8 +71,8 @@ inline device_type type_of(cl_device_type t) noexcept {
 // platform is installed or the library is built without OpenCL. Throws
 // driver_error if a device found cannot be queried. Cost: driver queries
 // (the first call loads the drivers). Thread-safe.
-inline std::vector<device_description> list_devices() {
-    std::vector<device_description> out;
+inline std::vector<DeviceDescription> list_devices() {
+    std::vector<DeviceDescription> out;
 #ifdef CLPOOL_HAS_OPENCL
     cl_uint nplat = 0;
     // No ICD, or CL_PLATFORM_NOT_FOUND_KHR: no OpenCL here, the host backend serves.
@@ -87,7 +87,7 @@ inline std::vector<device_description> list_devices() {
         const auto pname = detail::platform_string(plats[pi], CL_PLATFORM_NAME);
         const auto pvendor = detail::platform_string(plats[pi], CL_PLATFORM_VENDOR);
         for (std::size_t di = 0; di < devs.size(); ++di) {
-            device_description d;
+            DeviceDescription d;
             d.index = out.size();
             d.platform_index = pi;
             d.device_index = di;

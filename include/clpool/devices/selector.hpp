@@ -35,17 +35,17 @@ inline std::optional<std::size_t> parse_index(std::string_view s) {
 
 // The first GPU among the candidates, else the first candidate.
 template <class Pred>
-std::optional<std::size_t> prefer_gpu(std::span<const device_description> devices, Pred pred) {
+std::optional<std::size_t> prefer_gpu(std::span<const DeviceDescription> devices, Pred pred) {
     std::optional<std::size_t> first;
     for (const auto& d : devices) {
         if (!pred(d)) continue;
-        if (d.type == device_type::gpu) return d.index;
+        if (d.type == DeviceType::gpu) return d.index;
         if (!first) first = d.index;
     }
     return first;
 }
 
-inline std::string list_for_error(std::span<const device_description> devices) {
+inline std::string list_for_error(std::span<const DeviceDescription> devices) {
     std::string s;
     for (const auto& d : devices) {
         s += "\n  " + std::to_string(d.index) + " (" + std::to_string(d.platform_index) + ":" +
@@ -70,24 +70,24 @@ inline std::string list_for_error(std::span<const device_description> devices) {
 // Case-insensitive. `source` names where the selector came from, for the
 // message. Throws config_error naming the selector and listing every device
 // if nothing matches. Pure: touches no driver. Thread-safe.
-inline device_match match_device(std::string_view selector, std::span<const device_description> devices,
+inline DeviceMatch match_device(std::string_view selector, std::span<const DeviceDescription> devices,
                                  std::string_view source = "device selector") {
     const std::string spec = detail::lower(selector);
-    auto fail = [&](const std::string& why) -> device_match {
+    auto fail = [&](const std::string& why) -> DeviceMatch {
         throw config_error("clpool: " + std::string(source) + "='" + std::string(selector) + "' " + why +
                            ". Devices:" + detail::list_for_error(devices) +
                            "\nSelectors: auto, gpu, cpu, accelerator, host, N, P:D, platform:TEXT, device:TEXT, "
                            "TEXT (docs/DEVICES.md)");
     };
-    auto opencl = [](std::size_t i) { return device_match{backend_kind::opencl, i}; };
+    auto opencl = [](std::size_t i) { return DeviceMatch{BackendKind::opencl, i}; };
 
-    if (spec == "host") return {backend_kind::host, 0};
+    if (spec == "host") return {BackendKind::host, 0};
     if (spec == "auto") {
-        if (devices.empty()) return {backend_kind::host, 0};
+        if (devices.empty()) return {BackendKind::host, 0};
         return opencl(*detail::prefer_gpu(devices, [](const auto&) { return true; }));
     }
-    for (auto [word, type] : {std::pair{"gpu", device_type::gpu}, std::pair{"cpu", device_type::cpu},
-                              std::pair{"accelerator", device_type::accelerator}}) {
+    for (auto [word, type] : {std::pair{"gpu", DeviceType::gpu}, std::pair{"cpu", DeviceType::cpu},
+                              std::pair{"accelerator", DeviceType::accelerator}}) {
         if (spec != word) continue;
         for (const auto& d : devices)
             if (d.type == type) return opencl(d.index);
@@ -109,7 +109,7 @@ inline device_match match_device(std::string_view selector, std::span<const devi
         }
         if (tail.empty()) return fail("has nothing after ':'");
         if (head == "platform") {
-            if (auto i = detail::prefer_gpu(devices, [&](const device_description& x) {
+            if (auto i = detail::prefer_gpu(devices, [&](const DeviceDescription& x) {
                     return detail::contains_nocase(x.platform_name, tail) ||
                            detail::contains_nocase(x.platform_vendor, tail);
                 }))
@@ -123,7 +123,7 @@ inline device_match match_device(std::string_view selector, std::span<const devi
         }
         return fail("has an unknown prefix '" + std::string(head) + ":' (use platform: or device:)");
     }
-    if (auto i = detail::prefer_gpu(devices, [&](const device_description& x) {
+    if (auto i = detail::prefer_gpu(devices, [&](const DeviceDescription& x) {
             return detail::contains_nocase(x.platform_name, spec) || detail::contains_nocase(x.platform_vendor, spec) ||
                    detail::contains_nocase(x.device_name, spec);
         }))

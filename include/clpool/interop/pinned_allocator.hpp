@@ -132,6 +132,6 @@ private:
 
 // A std::vector of pinned memory, for brevity.
 template <class T>
-using pinned_vector = std::vector<T, PinnedAllocator<T>>;
+using PinnedVector = std::vector<T, PinnedAllocator<T>>;
 
 }  // namespace clpool

@@ -35,7 +35,7 @@ inline void request_interrupt() noexcept { detail::interrupt_flag.store(true, st
 // Clears it (after the program has handled the request). Never throws.
 inline void clear_interrupt() noexcept { detail::interrupt_flag.store(false, std::memory_order_release); }
 
-struct interrupt_handler_options {
+struct InterruptHandlerOptions {
     // How long the first Ctrl+C waits for the registered queues before the
     // process leaves with _exit(exit_code).
     std::chrono::milliseconds grace = std::chrono::seconds(3);
@@ -49,7 +49,7 @@ struct interrupt_handler_options {
 namespace detail {
 
 struct interrupt_handler {
-    interrupt_handler_options options;
+    InterruptHandlerOptions options;
     sem_t wake;                              // sem_post is async-signal-safe
     std::atomic<int> signal_received{0};
     struct sigaction previous_int {}, previous_term {};
@@ -84,10 +84,10 @@ struct interrupt_handler {
             return false;
         }
         for (auto q : qs) {
-            wait_options w;
+            WaitOptions w;
             w.stop = &never;
             w.timeout = std::max(std::chrono::nanoseconds(0), std::chrono::nanoseconds(deadline - std::chrono::steady_clock::now()));
-            if (finish_interruptible(q, w) != wait_status::complete) return false;
+            if (finish_interruptible(q, w) != WaitStatus::complete) return false;
         }
 #endif
         return true;
@@ -127,7 +127,7 @@ struct interrupt_handler {
 // was already installed (the first options stay). Throws std::system_error
 // if the watchdog thread cannot start. In a fork child the watchdog is
 // gone: a first Ctrl+C only sets the flag, a second still exits.
-inline bool install_interrupt_handler(const interrupt_handler_options& options = {}) {
+inline bool install_interrupt_handler(const InterruptHandlerOptions& options = {}) {
     static std::mutex m;
     std::lock_guard lock(m);
     if (detail::interrupt_handler::current().load()) return false;

@@ -31,7 +31,7 @@ namespace clpool {
 inline bool is_shut_down() noexcept { return detail::shut_down(); }
 
 // What shutdown() did.
-struct shutdown_report {
+struct ShutdownReport {
     std::size_t queues = 0;          // registered queues finished
     std::size_t queues_failed = 0;   // of which clFinish failed
     std::size_t bytes_released = 0;  // cache given back to the driver (and the host)
@@ -54,8 +54,8 @@ inline std::vector<cl_command_queue> registered_queues() { return detail::queue_
 // their buffers when released instead of caching them. Idempotent; never
 // throws; blocks until the queues are done. Call it from one thread while no
 // other thread allocates. Irreversible for this process (a fork child starts afresh).
-inline shutdown_report shutdown() noexcept {
-    shutdown_report r;
+inline ShutdownReport shutdown() noexcept {
+    ShutdownReport r;
     detail::mark_shut_down();  // first: no pool caches a buffer from here on
 #ifdef CLPOOL_HAS_OPENCL
     auto& queues = detail::queue_registry::instance();

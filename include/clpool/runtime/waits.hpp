@@ -14,23 +14,23 @@
 
 namespace clpool {
 
-enum class wait_status : unsigned char {
+enum class WaitStatus : unsigned char {
     complete,     // every command queued before the wait has finished
     interrupted,  // the stop flag was set first; the commands keep running
     timed_out,    // the timeout passed first; the commands keep running
     failed,       // a command ended in error, or the driver refused the wait
 };
 
-constexpr const char* to_string(wait_status s) noexcept {
+constexpr const char* to_string(WaitStatus s) noexcept {
     switch (s) {
-        case wait_status::complete: return "complete";
-        case wait_status::interrupted: return "interrupted";
-        case wait_status::timed_out: return "timed_out";
+        case WaitStatus::complete: return "complete";
+        case WaitStatus::interrupted: return "interrupted";
+        case WaitStatus::timed_out: return "timed_out";
         default: return "failed";
     }
 }
 
-struct wait_options {
+struct WaitOptions {
     // Checked between polls; nullptr: clpool's flag (interrupt_requested()).
     const std::atomic<bool>* stop = nullptr;
     std::chrono::nanoseconds timeout = std::chrono::nanoseconds::max();
@@ -41,7 +41,7 @@ struct wait_options {
 // Waits for an event by polling its status (clGetEventInfo), never blocking
 // in the driver, so the calling thread notices a stop flag or a timeout
 // within max_poll. Never throws. Thread-safe.
-inline wait_status wait_interruptible(cl_event event, const wait_options& options = {}) noexcept {
+inline WaitStatus wait_interruptible(cl_event event, const WaitOptions& options = {}) noexcept {
     using clock = std::chrono::steady_clock;
     const auto start = clock::now();
     const std::atomic<bool>& stop = options.stop ? *options.stop : detail::interrupt_flag;
@@ -49,13 +49,13 @@ inline wait_status wait_interruptible(cl_event event, const wait_options& option
     for (;;) {
         cl_int status = CL_QUEUED;
         if (clGetEventInfo(event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, nullptr) != CL_SUCCESS)
-            return wait_status::failed;
-        if (status == CL_COMPLETE) return wait_status::complete;
-        if (status < 0) return wait_status::failed;
-        if (stop.load(std::memory_order_acquire)) return wait_status::interrupted;
+            return WaitStatus::failed;
+        if (status == CL_COMPLETE) return WaitStatus::complete;
+        if (status < 0) return WaitStatus::failed;
+        if (stop.load(std::memory_order_acquire)) return WaitStatus::interrupted;
         const auto elapsed = clock::now() - start;
         if (options.timeout != std::chrono::nanoseconds::max() && elapsed >= options.timeout)
-            return wait_status::timed_out;
+            return WaitStatus::timed_out;
         std::this_thread::sleep_for(sleep);
         sleep = std::min<std::chrono::microseconds>(sleep * 2, options.max_poll);
     }
@@ -66,15 +66,15 @@ inline wait_status wait_interruptible(cl_event event, const wait_options& option
 // stuck inside clFinish and returns `interrupted` soon after the stop flag
 // is set, e.g. by Ctrl+C with install_interrupt_handler() or by a handler of
 // your own calling request_interrupt(). Never throws. Thread-safe.
-inline wait_status finish_interruptible(cl_command_queue queue, const wait_options& options = {}) noexcept {
+inline WaitStatus finish_interruptible(cl_command_queue queue, const WaitOptions& options = {}) noexcept {
     cl_event marker = nullptr;
-    if (clEnqueueMarkerWithWaitList(queue, 0, nullptr, &marker) != CL_SUCCESS) return wait_status::failed;
+    if (clEnqueueMarkerWithWaitList(queue, 0, nullptr, &marker) != CL_SUCCESS) return WaitStatus::failed;
     clFlush(queue);  // submit, or a polled marker may never start
     const auto s = wait_interruptible(marker, options);
     clReleaseEvent(marker);
     return s;
 }
-inline wait_status finish_interruptible(const cl::CommandQueue& queue, const wait_options& options = {}) noexcept {
+inline WaitStatus finish_interruptible(const cl::CommandQueue& queue, const WaitOptions& options = {}) noexcept {
     return finish_interruptible(queue(), options);
 }
 

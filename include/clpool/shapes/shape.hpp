@@ -13,30 +13,30 @@ namespace clpool {
 
 // The element type stored in a shape. Codes are fixed (they are what kernels
 // read from the device mirror); 0 is never valid.
-enum class element_type : std::int64_t {
+enum class ElementType : std::int64_t {
     f16 = 1, bf16, f32, f64, i8, i16, i32, i64, u8, u16, u32, u64, boolean,
 };
 
 // Bytes per element; 0 for a value outside the enum.
-constexpr std::size_t element_size(element_type t) noexcept {
+constexpr std::size_t element_size(ElementType t) noexcept {
     switch (t) {
-        case element_type::i8: case element_type::u8: case element_type::boolean: return 1;
-        case element_type::f16: case element_type::bf16: case element_type::i16: case element_type::u16: return 2;
-        case element_type::f32: case element_type::i32: case element_type::u32: return 4;
-        case element_type::f64: case element_type::i64: case element_type::u64: return 8;
+        case ElementType::i8: case ElementType::u8: case ElementType::boolean: return 1;
+        case ElementType::f16: case ElementType::bf16: case ElementType::i16: case ElementType::u16: return 2;
+        case ElementType::f32: case ElementType::i32: case ElementType::u32: return 4;
+        case ElementType::f64: case ElementType::i64: case ElementType::u64: return 8;
     }
     return 0;
 }
 
 // Memory order of the extents: row-major ('c') or column-major ('f'). The
 // codes are the characters, as in libnd4j's shape buffers.
-enum class order : std::int64_t { c = 'c', f = 'f' };
+enum class Order : std::int64_t { c = 'c', f = 'f' };
 
 // The canonical buffer of a shape of rank r is 2r + 4 int64 words:
 //   [0]            r
 //   [1 .. r]       extents
 //   [r+1 .. 2r]    strides, in elements
-//   [2r+1]         element_type code
+//   [2r+1]         ElementType code
 //   [2r+2]         order code ('c' or 'f')
 //   [2r+3]         element count (the product of the extents)
 // Words 1 .. 2r+2 are the trie key; the count is derived.
@@ -87,8 +87,8 @@ public:
     std::size_t rank() const noexcept { return static_cast<std::size_t>(e_->data()[0]); }
     std::span<const std::int64_t> extents() const noexcept { return {e_->data() + 1, rank()}; }
     std::span<const std::int64_t> strides() const noexcept { return {e_->data() + 1 + rank(), rank()}; }
-    element_type type() const noexcept { return static_cast<element_type>(e_->data()[2 * rank() + 1]); }
-    clpool::order layout() const noexcept { return static_cast<clpool::order>(e_->data()[2 * rank() + 2]); }
+    ElementType type() const noexcept { return static_cast<ElementType>(e_->data()[2 * rank() + 1]); }
+    clpool::Order layout() const noexcept { return static_cast<clpool::Order>(e_->data()[2 * rank() + 2]); }
     std::int64_t element_count() const noexcept { return e_->data()[2 * rank() + 3]; }
 
     // Handles now sharing this shape (a snapshot; for tests and diagnostics).

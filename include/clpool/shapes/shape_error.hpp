@@ -21,7 +21,7 @@ public:
         count_overflow,     // the product of the extents (or its size in bytes) overflows int64
         negative_extent,    // an extent below zero
         strides_mismatch,   // strides given with a length other than the rank
-        bad_element_type,   // not one of clpool::element_type
+        bad_element_type,   // not one of clpool::ElementType
         bad_order,          // not 'c' or 'f'
         bad_buffer,         // a canonical buffer whose length or count word does not match its rank
     };

@@ -79,7 +79,7 @@ public:
     }
 
     // Returns the handle of the shape with these extents, dense strides for
-    // `o` (row-major for order::c) and element type t.
+    // `o` (row-major for Order::c) and element type t.
     // Throws shape_error (rank above max_rank, a negative extent, an element
     // count or byte size that overflows int64, an unknown type or order; the
     // message names the values and the limit), std::bad_alloc on a miss.
@@ -90,18 +90,18 @@ public:
     // place, dense strides on the stack). For a lookup with no atomic RMW at
     // all, use a reader. A miss allocates the entry and at most one branch
     // node (copy-on-write: the replaced node is retired).
-    Shape intern(std::span<const std::int64_t> extents, element_type t, order o = order::c) {
+    Shape intern(std::span<const std::int64_t> extents, ElementType t, Order o = Order::c) {
         check_rank(extents.size(), extents);
         return intern_key(key_of(extents, nullptr, t, o));  // dense: strides computed only if needed
     }
-    Shape intern(std::initializer_list<std::int64_t> extents, element_type t, order o = order::c) {
+    Shape intern(std::initializer_list<std::int64_t> extents, ElementType t, Order o = Order::c) {
         return intern(std::span<const std::int64_t>(extents.begin(), extents.size()), t, o);
     }
 
     // As above with explicit strides (in elements, one per extent), for views.
     // Also throws shape_error when strides.size() != extents.size().
-    Shape intern(std::span<const std::int64_t> extents, std::span<const std::int64_t> strides, element_type t,
-                 order o) {
+    Shape intern(std::span<const std::int64_t> extents, std::span<const std::int64_t> strides, ElementType t,
+                 Order o) {
         check_rank(extents.size(), extents);
         if (strides.size() != extents.size())
             throw shape_error(shape_error::reason::strides_mismatch,
@@ -130,16 +130,16 @@ public:
                                   std::to_string(buffer.size()) + " words, needs " +
                                   std::to_string(shape_words(rank)));
         const std::int64_t* w = buffer.data();
-        key k = key_of(std::span(w + 1, rank), w + 1 + rank, static_cast<element_type>(w[2 * rank + 1]),
-                       static_cast<order>(w[2 * rank + 2]));
+        key k = key_of(std::span(w + 1, rank), w + 1 + rank, static_cast<ElementType>(w[2 * rank + 1]),
+                       static_cast<Order>(w[2 * rank + 2]));
         k.count_word = &w[2 * rank + 3];
         return intern_key(k);
     }
 
     // The handle of an already interned shape, or an empty one; never inserts.
     // Throws shape_error only for a rank above max_rank or mismatched strides.
-    Shape find(std::span<const std::int64_t> extents, std::span<const std::int64_t> strides, element_type t,
-               order o) const {
+    Shape find(std::span<const std::int64_t> extents, std::span<const std::int64_t> strides, ElementType t,
+               Order o) const {
         check_rank(extents.size(), extents);
         if (strides.size() != extents.size()) return {};
         const key k = key_of(extents, strides.data(), t, o);
@@ -250,7 +250,7 @@ private:
         // Dense stride j, in the wrapping arithmetic of dense_strides().
         std::int64_t dense_stride(std::uint32_t j) const noexcept {
             std::uint64_t s = 1;
-            if (tail[1] == static_cast<std::int64_t>(order::f))
+            if (tail[1] == static_cast<std::int64_t>(Order::f))
                 for (std::uint32_t i = 0; i < j; ++i) s *= static_cast<std::uint64_t>(extents[i]);
             else
                 for (std::uint32_t i = j + 1; i < rank; ++i) s *= static_cast<std::uint64_t>(extents[i]);
@@ -289,10 +289,10 @@ private:
 
     // Dense strides, in wrapping arithmetic: an overflow can only give a
     // key no stored (validated) shape has, and a miss validates before insert.
-    static void dense_strides(std::span<const std::int64_t> extents, order o, std::int64_t* out) noexcept {
+    static void dense_strides(std::span<const std::int64_t> extents, Order o, std::int64_t* out) noexcept {
         std::uint64_t s = 1;
         const std::size_t r = extents.size();
-        if (o == order::f) {
+        if (o == Order::f) {
             for (std::size_t i = 0; i < r; ++i) {
                 out[i] = static_cast<std::int64_t>(s);
                 s *= static_cast<std::uint64_t>(extents[i]);
@@ -307,8 +307,8 @@ private:
 
     // The stripe: a cheap mix of the rank and the first (up to four)
     // extents. Independent multiplies (they run in parallel), then one mix.
-    key key_of(std::span<const std::int64_t> extents, const std::int64_t* strides, element_type t,
-               order o) const noexcept {
+    key key_of(std::span<const std::int64_t> extents, const std::int64_t* strides, ElementType t,
+               Order o) const noexcept {
         key k{extents.data(), strides, {static_cast<std::int64_t>(t), static_cast<std::int64_t>(o)}, nullptr,
               static_cast<std::uint32_t>(extents.size()), 0};
         static constexpr std::uint64_t mul[4] = {0x9E3779B97F4A7C15ull, 0xC2B2AE3D27D4EB4Full, 0x165667B19E3779F9ull,
@@ -382,13 +382,13 @@ private:
                                       std::to_string(ext[i]) + ", below 0");
             overflow = overflow || __builtin_mul_overflow(count, ext[i], &count);
         }
-        const auto t = static_cast<element_type>(k.tail[0]);
+        const auto t = static_cast<ElementType>(k.tail[0]);
         const std::size_t esize = element_size(t);
         if (esize == 0)
             throw shape_error(shape_error::reason::bad_element_type,
-                              "element type code " + std::to_string(k.tail[0]) + " is not a clpool::element_type (1.." +
-                                  std::to_string(static_cast<std::int64_t>(element_type::boolean)) + ")");
-        if (k.tail[1] != static_cast<std::int64_t>(order::c) && k.tail[1] != static_cast<std::int64_t>(order::f))
+                              "element type code " + std::to_string(k.tail[0]) + " is not a clpool::ElementType (1.." +
+                                  std::to_string(static_cast<std::int64_t>(ElementType::boolean)) + ")");
+        if (k.tail[1] != static_cast<std::int64_t>(Order::c) && k.tail[1] != static_cast<std::int64_t>(Order::f))
             throw shape_error(shape_error::reason::bad_order,
                               "order code " + std::to_string(k.tail[1]) + " is neither 'c' (99) nor 'f' (102)");
         std::int64_t bytes = 0;
@@ -413,7 +413,7 @@ private:
         for (std::uint32_t i = 0; i < k.length(); ++i) w[1 + i] = k.word(i);
         w[2 * r + 3] = count;
         std::array<std::int64_t, max_rank> dense;
-        dense_strides(std::span<const std::int64_t>(w + 1, r), static_cast<order>(k.tail[1]), dense.data());
+        dense_strides(std::span<const std::int64_t>(w + 1, r), static_cast<Order>(k.tail[1]), dense.data());
         e->dense = std::equal(dense.begin(), dense.begin() + r, w + 1 + r);
         return e;
     }
@@ -558,11 +558,11 @@ private:
             const std::int64_t* w = e->data();
             if (static_cast<std::size_t>(w[0]) != rank || e->words != shape_words(rank)) fail("entry of wrong rank");
             if (e->stripe != stripe_index) fail("entry in a foreign stripe");
-            if (key_of(std::span(w + 1, rank), w + 1 + rank, element_type::f32, order::c).stripe != stripe_index)
+            if (key_of(std::span(w + 1, rank), w + 1 + rank, ElementType::f32, Order::c).stripe != stripe_index)
                 fail("entry whose hash names another stripe");
             if (e->owner.load(std::memory_order_relaxed) != this) fail("entry owned by another trie");
             std::array<std::int64_t, max_rank> dense;
-            dense_strides(std::span(w + 1, rank), static_cast<order>(w[2 * rank + 2]), dense.data());
+            dense_strides(std::span(w + 1, rank), static_cast<Order>(w[2 * rank + 2]), dense.data());
             if (e->dense != std::equal(dense.begin(), dense.begin() + rank, w + 1 + rank))
                 fail("entry's dense flag does not match its strides");
             if (prefix && std::memcmp(prefix, w + 1, depth_floor * sizeof(std::int64_t)) != 0)
@@ -619,18 +619,18 @@ public:
     // and element type t (as intern would make it), or nullptr if it is
     // not interned now. Never throws, never inserts: a rank above
     // max_rank or an invalid shape is simply not found.
-    const std::int64_t* find(std::span<const std::int64_t> extents, element_type t,
-                             order o = order::c) const noexcept {
+    const std::int64_t* find(std::span<const std::int64_t> extents, ElementType t,
+                             Order o = Order::c) const noexcept {
         if (extents.size() > max_rank) return nullptr;
         return hit(trie_.key_of(extents, nullptr, t, o));
     }
-    const std::int64_t* find(std::initializer_list<std::int64_t> extents, element_type t,
-                             order o = order::c) const noexcept {
+    const std::int64_t* find(std::initializer_list<std::int64_t> extents, ElementType t,
+                             Order o = Order::c) const noexcept {
         return find(std::span<const std::int64_t>(extents.begin(), extents.size()), t, o);
     }
     // As above with explicit strides; nullptr also when the counts differ.
     const std::int64_t* find(std::span<const std::int64_t> extents, std::span<const std::int64_t> strides,
-                             element_type t, order o) const noexcept {
+                             ElementType t, Order o) const noexcept {
         if (extents.size() > max_rank || strides.size() != extents.size()) return nullptr;
         return hit(trie_.key_of(extents, strides.data(), t, o));
     }

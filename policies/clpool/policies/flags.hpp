@@ -9,14 +9,14 @@ namespace clpool {
 // Device-local memory: fastest for kernels on a discrete GPU.
 struct DeviceLocal {
     template <class Backend>
-    constexpr memory_kind kind(const Backend&) const noexcept { return memory_kind::device_local; }
+    constexpr MemoryKind kind(const Backend&) const noexcept { return MemoryKind::device_local; }
 };
 
 // Pinned (page-locked) host memory: DMA-able staging for fast transfers; costs
 // host RAM the OS cannot swap out.
 struct HostPinned {
     template <class Backend>
-    constexpr memory_kind kind(const Backend&) const noexcept { return memory_kind::host_pinned; }
+    constexpr MemoryKind kind(const Backend&) const noexcept { return MemoryKind::host_pinned; }
 };
 
 // Host-pinned where the device shares host memory (integrated GPUs, CPUs),
@@ -24,8 +24,8 @@ struct HostPinned {
 // is what the device uses anyway and it maps without a copy.
 struct IntegratedAware {
     template <class Backend>
-    memory_kind kind(const Backend& b) const noexcept {
-        return b.unified_memory() ? memory_kind::host_pinned : memory_kind::device_local;
+    MemoryKind kind(const Backend& b) const noexcept {
+        return b.unified_memory() ? MemoryKind::host_pinned : MemoryKind::device_local;
     }
 };
 

@@ -9,7 +9,7 @@
 namespace clpool {
 
 // A mutex that does nothing: for pools used by one thread at a time. Free.
-struct null_mutex {
+struct NullMutex {
     constexpr void lock() noexcept {}
     constexpr bool try_lock() noexcept { return true; }
     constexpr void unlock() noexcept {}
@@ -17,22 +17,22 @@ struct null_mutex {
 
 // No locking. Fastest; the pool must not be shared between threads.
 struct NoLock {
-    using mutex_type = null_mutex;
+    using mutex_type = NullMutex;
     static constexpr std::size_t stripes = 1;
 };
 
-// One lock for the whole pool: a spin_mutex (one atomic exchange to lock, a
+// One lock for the whole pool: a SpinMutex (one atomic exchange to lock, a
 // store to unlock; see spin_mutex.hpp for why not std::mutex). Cheap when
 // uncontended; threads serialise on it under load.
 struct SingleMutex {
-    using mutex_type = spin_mutex;
+    using mutex_type = SpinMutex;
     static constexpr std::size_t stripes = 1;
 };
 
 // N locks chosen by bucket (the Deeplearning4j record's striped locks):
 // threads working on different sizes do not contend. Threads hammering one
 // size still share one stripe, and the byte cap becomes an atomic counter.
-template <std::size_t N = 16, class Mutex = spin_mutex>
+template <std::size_t N = 16, class Mutex = SpinMutex>
 struct Striped {
     static_assert(N >= 1, "Striped<N> needs at least one stripe");
     using mutex_type = Mutex;

@@ -1,4 +1,4 @@
-// spin_mutex: a mutex for critical sections of a few dozen instructions, such as a pool's list pop.
+// SpinMutex: a mutex for critical sections of a few dozen instructions, such as a pool's list pop.
 #pragma once
 
 #include <atomic>
@@ -8,7 +8,7 @@
 namespace clpool {
 
 // A test-and-test-and-set lock that never sleeps in the kernel (the oneTBB
-// spin_mutex design). Why not std::mutex: a pool hit holds the lock for a few
+// SpinMutex design). Why not std::mutex: a pool hit holds the lock for a few
 // nanoseconds, and pthread_mutex_lock/unlock cost several times that on their
 // own (two atomic read-modify-writes plus a call each; docs/BENCHMARKS.md has
 // the measurements). Here lock() is one atomic
@@ -24,11 +24,11 @@ namespace clpool {
 // (LockedBy<std::mutex>) or ThreadCached.
 //
 // Meets BasicLockable and Lockable. Not recursive; not fair.
-class spin_mutex {
+class SpinMutex {
 public:
-    spin_mutex() = default;
-    spin_mutex(const spin_mutex&) = delete;
-    spin_mutex& operator=(const spin_mutex&) = delete;
+    SpinMutex() = default;
+    SpinMutex(const SpinMutex&) = delete;
+    SpinMutex& operator=(const SpinMutex&) = delete;
 
     void lock() noexcept {
         if (!locked_.exchange(true, std::memory_order_acquire)) [[likely]]

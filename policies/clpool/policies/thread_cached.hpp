@@ -33,7 +33,7 @@ namespace clpool {
 template <std::size_t K = 8, LockPolicy Shared = SingleMutex>
 struct ThreadCached {
     static_assert(K >= 2 && K <= 256, "ThreadCached<K>: K must be between 2 and 256");
-    static_assert(!std::is_same_v<typename Shared::mutex_type, null_mutex>,
+    static_assert(!std::is_same_v<typename Shared::mutex_type, NullMutex>,
                   "ThreadCached<K, Shared>: Shared must lock (SingleMutex or Striped<N>); threads share the lists");
     using mutex_type = typename Shared::mutex_type;
     static constexpr std::size_t stripes = Shared::stripes;

@@ -24,7 +24,7 @@ struct Base {
     std::size_t max_alloc_size() const noexcept { return 1 << 20; }
     bool unified_memory() const noexcept { return true; }
     const char* name() const noexcept { return "bad"; }
-    clpool::allocation<Memory> allocate(std::size_t, clpool::memory_kind) noexcept { return {}; }
+    clpool::Allocation<Memory> allocate(std::size_t, clpool::MemoryKind) noexcept { return {}; }
 };
 
 struct Bad : Base {
@@ -57,7 +57,7 @@ struct Bad : Base {
     static void wait_for(const Event*, std::size_t) noexcept {}
     static constexpr bool free_waits_for_events = true;
 #elif CLPOOL_BAD_CASE == 9  // required: allocate not noexcept
-    clpool::allocation<Memory> allocate(std::size_t, clpool::memory_kind) { return {}; }
+    clpool::Allocation<Memory> allocate(std::size_t, clpool::MemoryKind) { return {}; }
 #else
 #error "CLPOOL_BAD_CASE: 1 to 10"
 #endif

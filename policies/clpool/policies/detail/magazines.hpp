@@ -18,7 +18,7 @@ namespace clpool::detail {
 // Guards one magazine. Its thread takes it on every hit and release; others
 // take it only for stats(), trim() and teardown, so it is almost never
 // contended and costs one atomic exchange.
-using spin_lock = clpool::spin_mutex;
+using spin_lock = clpool::SpinMutex;
 
 // The part of a magazine that does not depend on the pool's type: what the
 // thread-exit path needs. Owned jointly by its thread's list and its pool's
