@@ -39,7 +39,6 @@ void add_hit(const std::string& name) {
     benchmark::RegisterBenchmark(("hit/" + name).c_str(), hit_pair<P>)->Apply(size_args)->Unit(benchmark::kNanosecond);
 }
 
-
 #ifdef CLPOOL_HAS_OPENCL
 enum class raw_kind { device, pinned };
 

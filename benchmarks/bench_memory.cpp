@@ -89,8 +89,7 @@ void memory(benchmark::State& state, std::vector<std::size_t> (*make_mix)()) {
     state.counters["held"] = static_cast<double>(held);
     state.counters["waste_pct"] = 100.0 * static_cast<double>(held - requested) / static_cast<double>(requested);
     state.counters["cached_after"] = static_cast<double>(cs.bytes_cached);
-    state.counters["peak_ratio"] =
-        static_cast<double>(cs.peak_bytes_allocated) / static_cast<double>(peak_requested);
+    state.counters["peak_ratio"] = static_cast<double>(cs.peak_bytes_allocated) / static_cast<double>(peak_requested);
     state.counters["churn_hit_rate"] = cs.hit_rate();
     state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(sizes.size()));
 }

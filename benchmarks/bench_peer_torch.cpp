@@ -98,7 +98,8 @@ int main(int argc, char** argv) {
     // Torch's (thread-safe) pinned host allocator.
     add("clpool/PinnedThreadCached/opencl",
         clpool_pair<Pool<PowerOfTwoBuckets, HostPinned, Unlimited, ThreadCached<>, OpenCLBackend>>);
-    add("clpool/PinnedNoLock/opencl", clpool_pair<Pool<PowerOfTwoBuckets, HostPinned, Unlimited, NoLock, OpenCLBackend>>);
+    add("clpool/PinnedNoLock/opencl",
+        clpool_pair<Pool<PowerOfTwoBuckets, HostPinned, Unlimited, NoLock, OpenCLBackend>>);
 #endif
     add("clpool/BufferPool/host", clpool_pair<host::BufferPool>);
 #ifdef CLPOOL_BENCH_HAVE_TORCH

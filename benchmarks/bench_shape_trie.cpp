@@ -145,7 +145,9 @@ void safe_floor(benchmark::State& state) {
 }
 
 void map_find_safe(benchmark::State& state) {
-    struct counted { std::atomic<std::size_t> refs{1}; };
+    struct counted {
+        std::atomic<std::size_t> refs{1};
+    };
     std::unordered_map<i64, std::unique_ptr<counted>> map;
     std::vector<i64> keys;
     std::mt19937_64 rng(7);
@@ -175,7 +177,8 @@ void trie_hit(benchmark::State& state) {
     ShapeTrie trie;
     std::vector<Shape> held;
     for (std::size_t r = 1; r <= 8; ++r)  // the same population for every rank
-        for (const auto& e : shapes_of_rank(r, kCycle, static_cast<unsigned>(r))) held.push_back(trie.intern(e, ElementType::f32));
+        for (const auto& e : shapes_of_rank(r, kCycle, static_cast<unsigned>(r)))
+            held.push_back(trie.intern(e, ElementType::f32));
     const auto keys = shapes_of_rank(rank, kCycle, static_cast<unsigned>(rank));
     std::size_t i = 0;
     for (auto _ : state) {
@@ -191,7 +194,8 @@ void reader_hit(benchmark::State& state) {
     ShapeTrie trie;
     std::vector<Shape> held;
     for (std::size_t r = 1; r <= 8; ++r)
-        for (const auto& e : shapes_of_rank(r, kCycle, static_cast<unsigned>(r))) held.push_back(trie.intern(e, ElementType::f32));
+        for (const auto& e : shapes_of_rank(r, kCycle, static_cast<unsigned>(r)))
+            held.push_back(trie.intern(e, ElementType::f32));
     const auto keys = shapes_of_rank(rank, kCycle, static_cast<unsigned>(rank));
     std::size_t i = 0;
     if constexpr (Scoped) {
@@ -318,7 +322,7 @@ BENCHMARK(reader_hit<true>)->Name("reader_scoped_hit")->DenseRange(1, 8);
 BENCHMARK(descriptor_map)->Name("descriptor_map")->DenseRange(1, 8);
 BENCHMARK(trie_miss_release)->Name("trie_miss_release")->Arg(1)->Arg(4)->Arg(8);
 
-#define CLPOOL_MT(S, C, name)                                                                         \
+#define CLPOOL_MT(S, C, name) \
     BENCHMARK(mt<S, C>)->Name(name)->Threads(1)->Threads(2)->Threads(4)->Threads(8)->Threads(16)->UseRealTime()
 CLPOOL_MT(scheme::striped256, false, "mt/striped256/hits");
 CLPOOL_MT(scheme::reader256, false, "mt/reader256/hits");

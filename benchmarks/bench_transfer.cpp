@@ -88,8 +88,9 @@ void transfer(benchmark::State& state) {
         }
         for (auto _ : state) {
             if constexpr (P == path::driver_pageable) {
-                const cl_int err = H2D ? clEnqueueWriteBuffer(q(), dev.buffer()(), CL_TRUE, 0, n, ptr, 0, nullptr, nullptr)
-                                       : clEnqueueReadBuffer(q(), dev.buffer()(), CL_TRUE, 0, n, ptr, 0, nullptr, nullptr);
+                const cl_int err =
+                    H2D ? clEnqueueWriteBuffer(q(), dev.buffer()(), CL_TRUE, 0, n, ptr, 0, nullptr, nullptr)
+                        : clEnqueueReadBuffer(q(), dev.buffer()(), CL_TRUE, 0, n, ptr, 0, nullptr, nullptr);
                 if (err != CL_SUCCESS) state.SkipWithError("enqueue failed");
             } else if constexpr (H2D) {
                 clpool::upload(q, dev, 0, ptr, n, o).wait();
@@ -120,8 +121,9 @@ void small_ab(benchmark::State& state) {
         using clk = std::chrono::steady_clock;
         double direct_s = 0, auto_s = 0;
         auto direct = [&] {
-            const cl_int err = H2D ? clEnqueueWriteBuffer(q(), dev.buffer()(), CL_TRUE, 0, n, host.data(), 0, nullptr, nullptr)
-                                   : clEnqueueReadBuffer(q(), dev.buffer()(), CL_TRUE, 0, n, host.data(), 0, nullptr, nullptr);
+            const cl_int err =
+                H2D ? clEnqueueWriteBuffer(q(), dev.buffer()(), CL_TRUE, 0, n, host.data(), 0, nullptr, nullptr)
+                    : clEnqueueReadBuffer(q(), dev.buffer()(), CL_TRUE, 0, n, host.data(), 0, nullptr, nullptr);
             if (err != CL_SUCCESS) state.SkipWithError("enqueue failed");
         };
         auto automatic = [&] {
@@ -160,8 +162,8 @@ void map_unmap(benchmark::State& state) {
         const cl::CommandQueue side(clCreateCommandQueue(d.context(), d.device, 0, &err), false);
         clpool::opencl::check(err, "clCreateCommandQueue");
         for (auto _ : state) {
-            void* p = clEnqueueMapBuffer(side(), h.buffer()(), CL_TRUE, CL_MAP_WRITE_INVALIDATE_REGION, 0, n, 0, nullptr,
-                                         nullptr, &err);
+            void* p = clEnqueueMapBuffer(side(), h.buffer()(), CL_TRUE, CL_MAP_WRITE_INVALIDATE_REGION, 0, n, 0,
+                                         nullptr, nullptr, &err);
             clpool::opencl::check(err, "clEnqueueMapBuffer");
             benchmark::DoNotOptimize(p);
             clpool::opencl::check(clEnqueueUnmapMemObject(side(), h.buffer()(), p, 0, nullptr, nullptr), "unmap");

@@ -60,8 +60,8 @@ void copy(benchmark::State& state) {
     void* host = Pinned ? pinned : pageable.data();
     cudaDeviceSynchronize();
     for (auto _ : state) {
-        const auto err = H2D ? cudaMemcpy(dev, host, n, cudaMemcpyHostToDevice)
-                             : cudaMemcpy(host, dev, n, cudaMemcpyDeviceToHost);
+        const auto err =
+            H2D ? cudaMemcpy(dev, host, n, cudaMemcpyHostToDevice) : cudaMemcpy(host, dev, n, cudaMemcpyDeviceToHost);
         if (err != cudaSuccess) {
             state.SkipWithError(cudaGetErrorString(err));
             break;

@@ -14,7 +14,10 @@ bool& thread_counting() noexcept;
 
 class CountAllocations {
 public:
-    CountAllocations() noexcept { thread_allocations() = 0; thread_counting() = true; }
+    CountAllocations() noexcept {
+        thread_allocations() = 0;
+        thread_counting() = true;
+    }
     ~CountAllocations() { thread_counting() = false; }
     std::size_t count() const noexcept { return thread_allocations(); }
 };

@@ -16,7 +16,8 @@ namespace clpool::test {
 
 inline std::vector<std::byte> pattern(std::size_t n, unsigned seed) {
     std::vector<std::byte> v(n);
-    for (std::size_t i = 0; i < n; ++i) v[i] = std::byte(static_cast<unsigned char>((i * 131u + seed * 7u + 1u) & 0xff));
+    for (std::size_t i = 0; i < n; ++i)
+        v[i] = std::byte(static_cast<unsigned char>((i * 131u + seed * 7u + 1u) & 0xff));
     return v;
 }
 

@@ -84,10 +84,11 @@ struct Point {
 }  // namespace
 
 int main(int argc, char** argv) {
-    CLI::App app{"Measures host<->device copy bandwidth (GB/s, 1e9 bytes/s, median of --reps) over a sweep of\n"
-                 "sizes for each transfer mode. A progress bar shows on a terminal. Exit codes: 0 ok,\n"
-                 "1 a transfer failed (driver error, out of memory: try a smaller --max), 2 bad arguments.",
-                 "clpool-bandwidth"};
+    CLI::App app{
+        "Measures host<->device copy bandwidth (GB/s, 1e9 bytes/s, median of --reps) over a sweep of\n"
+        "sizes for each transfer mode. A progress bar shows on a terminal. Exit codes: 0 ok,\n"
+        "1 a transfer failed (driver error, out of memory: try a smaller --max), 2 bad arguments.",
+        "clpool-bandwidth"};
     std::string device, min_text = "4KiB", max_text = "1GiB", modes_text, csv_path, json_path, svg_path;
     double factor = 2.0;
     std::size_t reps = 5, warmup = 1;
@@ -139,7 +140,8 @@ int main(int argc, char** argv) {
                     throw input_error("unknown mode '" + name + "'; modes: " + names);
                 }
                 if (!found->available)
-                    throw input_error("mode '" + name + "' is unavailable in this build: clpool/interop/transfer.hpp "
+                    throw input_error("mode '" + name +
+                                      "' is unavailable in this build: clpool/interop/transfer.hpp "
                                       "(upload/download through pinned staging) is not there; leave it out");
                 modes.push_back(found);
             }
@@ -147,8 +149,9 @@ int main(int argc, char** argv) {
 
         const DeviceChoice choice = choose_device(device_spec(device), list_device_facts());
         if (choice.host)
-            throw input_error(std::string("clpool-bandwidth measures host<->device copies and needs an OpenCL device (") +
-                              choice.why + "); install an OpenCL driver (e.g. pocl-opencl-icd) or pick one with --device");
+            throw input_error(
+                std::string("clpool-bandwidth measures host<->device copies and needs an OpenCL device (") +
+                choice.why + "); install an OpenCL driver (e.g. pocl-opencl-icd) or pick one with --device");
         if (hi > choice.facts.max_alloc) {
             hi = static_cast<std::size_t>(choice.facts.max_alloc);
             std::cerr << "clpool-bandwidth: --max capped at the device's maximum allocation, "
@@ -218,7 +221,8 @@ int main(int argc, char** argv) {
                 points.push_back({m->name, n, s, s > 0 ? static_cast<double>(n) / s / 1e9 : 0.0});
             }
         progress.finish();
-        opencl::check(clEnqueueUnmapMemObject(q, pin.buffer()(), pinned, 0, nullptr, nullptr), "clEnqueueUnmapMemObject");
+        opencl::check(clEnqueueUnmapMemObject(q, pin.buffer()(), pinned, 0, nullptr, nullptr),
+                      "clEnqueueUnmapMemObject");
         opencl::check(clFinish(q), "clFinish");
 
         if (!quiet) {
@@ -233,7 +237,8 @@ int main(int argc, char** argv) {
                 t.add(row);
             }
             t.print(std::cout, "");
-            if (!staged) std::cout << "staged-write/staged-read: unavailable in this build (no clpool/interop/transfer.hpp)\n";
+            if (!staged)
+                std::cout << "staged-write/staged-read: unavailable in this build (no clpool/interop/transfer.hpp)\n";
         }
         if (!csv_path.empty()) {
             OutputFile out(csv_path);
@@ -244,14 +249,16 @@ int main(int argc, char** argv) {
         }
         if (!json_path.empty()) {
             nlohmann::json j;
-            j["device"] = {{"name", choice.facts.name}, {"platform", choice.facts.platform},
+            j["device"] = {{"name", choice.facts.name},
+                           {"platform", choice.facts.platform},
                            {"unified_memory", choice.facts.unified}};
             j["reps"] = reps;
             j["warmup"] = warmup;
             j["staged_available"] = staged;
             j["points"] = nlohmann::json::array();
             for (const auto& p : points)
-                j["points"].push_back({{"mode", p.mode}, {"bytes", p.bytes}, {"gbps", p.gbps}, {"median_seconds", p.seconds}});
+                j["points"].push_back(
+                    {{"mode", p.mode}, {"bytes", p.bytes}, {"gbps", p.gbps}, {"median_seconds", p.seconds}});
             OutputFile out(json_path);
             out.stream() << j.dump(2) << '\n';
             out.close();

@@ -44,15 +44,15 @@ Advice advise(bool host, bool unified, const Measurements& m) {
         return {"PersistentBufferPool",
                 "the device shares host memory (unified), so its IntegratedAware flags allocate host-pinned "
                 "buffers the device uses in place: map them instead of copying; pinned staging bought " +
-                    fixed(pin_gain, 2) + "x over pageable here, so staged copies (clpool::upload through MappedPinnedPool) add little"};
+                    fixed(pin_gain, 2) +
+                    "x over pageable here, so staged copies (clpool::upload through MappedPinnedPool) add little"};
     if (pin_gain >= 1.2)
         return {"BufferPool + MappedPinnedPool (staging)",
                 "a discrete device: keep buffers device-local in BufferPool and copy with clpool::upload/download, "
                 "which stage through pinned buffers from a MappedPinnedPool (pinned copies ran " +
                     fixed(pin_gain, 2) + "x pageable ones here)"};
-    return {"BufferPool",
-            "a discrete device where pinned copies ran only " + fixed(pin_gain, 2) +
-                "x pageable ones: pooling device buffers pays, pinned staging does not on this machine"};
+    return {"BufferPool", "a discrete device where pinned copies ran only " + fixed(pin_gain, 2) +
+                              "x pageable ones: pooling device buffers pays, pinned staging does not on this machine"};
 }
 
 // ---- host backend measurements
@@ -84,10 +84,14 @@ Measurements measure_host(std::size_t bytes, std::size_t reps) {
     std::vector<std::byte>& pageable = data;
     auto dst = buffer_pool.allocate(bytes);
     auto pinned = pinned_pool.allocate(bytes);
-    m.pageable_write = gbps(bytes, median_seconds(1, reps, [&] { std::memcpy(dst.buffer().data(), pageable.data(), bytes); }));
-    m.pageable_read = gbps(bytes, median_seconds(1, reps, [&] { std::memcpy(pageable.data(), dst.buffer().data(), bytes); }));
-    m.pinned_write = gbps(bytes, median_seconds(1, reps, [&] { std::memcpy(dst.buffer().data(), pinned.buffer().data(), bytes); }));
-    m.pinned_read = gbps(bytes, median_seconds(1, reps, [&] { std::memcpy(pinned.buffer().data(), dst.buffer().data(), bytes); }));
+    m.pageable_write =
+        gbps(bytes, median_seconds(1, reps, [&] { std::memcpy(dst.buffer().data(), pageable.data(), bytes); }));
+    m.pageable_read =
+        gbps(bytes, median_seconds(1, reps, [&] { std::memcpy(pageable.data(), dst.buffer().data(), bytes); }));
+    m.pinned_write =
+        gbps(bytes, median_seconds(1, reps, [&] { std::memcpy(dst.buffer().data(), pinned.buffer().data(), bytes); }));
+    m.pinned_read =
+        gbps(bytes, median_seconds(1, reps, [&] { std::memcpy(pinned.buffer().data(), dst.buffer().data(), bytes); }));
     dst.release();
     pinned.release();
     m.stats = {{"BufferPool", buffer_pool.stats()},
@@ -135,8 +139,8 @@ Measurements measure_opencl(cl_device_id device, std::size_t bytes, std::size_t 
     auto dst = buffer_pool.allocate(bytes);
     auto staging = pinned_pool.allocate(bytes);
     cl_int err = CL_SUCCESS;
-    void* pinned = clEnqueueMapBuffer(q, staging.buffer()(), CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, bytes, 0,
-                                      nullptr, nullptr, &err);
+    void* pinned = clEnqueueMapBuffer(q, staging.buffer()(), CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, bytes, 0, nullptr,
+                                      nullptr, &err);
     opencl::check(err, "clEnqueueMapBuffer");
     std::memset(pinned, 1, bytes);
     std::vector<unsigned char>& pageable = data;
@@ -152,7 +156,8 @@ Measurements measure_opencl(cl_device_id device, std::size_t bytes, std::size_t 
     m.pageable_read = gbps(bytes, median_seconds(1, reps, [&] { read_into(pageable.data()); }));
     m.pinned_write = gbps(bytes, median_seconds(1, reps, [&] { write_from(pinned); }));
     m.pinned_read = gbps(bytes, median_seconds(1, reps, [&] { read_into(pinned); }));
-    opencl::check(clEnqueueUnmapMemObject(q, staging.buffer()(), pinned, 0, nullptr, nullptr), "clEnqueueUnmapMemObject");
+    opencl::check(clEnqueueUnmapMemObject(q, staging.buffer()(), pinned, 0, nullptr, nullptr),
+                  "clEnqueueUnmapMemObject");
     opencl::check(clFinish(q), "clFinish");
     dst.release();
     staging.release();
@@ -168,11 +173,12 @@ std::string ms(double s) { return s < 1e-4 ? fixed(s * 1e6, 2) + " us" : fixed(s
 }  // namespace
 
 int main(int argc, char** argv) {
-    CLI::App app{"Lists OpenCL platforms and devices, then measures on one device what a pool hit saves\n"
-                 "against creating a buffer, and pinned against pageable copies, and says which clpool\n"
-                 "pool fits the device and why. Without OpenCL it measures the host backend.\n"
-                 "Exit codes: 0 ok, 1 a measurement failed (driver error), 2 bad arguments.",
-                 "clpool-info"};
+    CLI::App app{
+        "Lists OpenCL platforms and devices, then measures on one device what a pool hit saves\n"
+        "against creating a buffer, and pinned against pageable copies, and says which clpool\n"
+        "pool fits the device and why. Without OpenCL it measures the host backend.\n"
+        "Exit codes: 0 ok, 1 a measurement failed (driver error), 2 bad arguments.",
+        "clpool-info"};
     std::string device, size_text = "16MiB", json_path;
     std::size_t reps = 5;
     bool list_only = false;
@@ -187,7 +193,8 @@ int main(int argc, char** argv) {
         ->check(CLI::Range(std::size_t{1}, std::size_t{100000}))
         ->capture_default_str();
     app.add_flag("-l,--list", list_only, "list devices only; measure nothing");
-    app.add_option("--json", json_path, "also write everything as JSON to PATH ('-': standard output,\n"
+    app.add_option("--json", json_path,
+                   "also write everything as JSON to PATH ('-': standard output,\n"
                    "the text report then goes to standard error)");
 
     return run_tool(app, argc, argv, [&]() -> int {
@@ -220,10 +227,10 @@ int main(int argc, char** argv) {
         }
 #endif
         const DeviceChoice choice = choose_device(device_spec(device), devices);
-        const std::string chosen = choice.host ? std::string("host backend")
-                                               : std::to_string(choice.facts.platform_index) + ":" +
-                                                     std::to_string(choice.facts.device_index) + " " +
-                                                     choice.facts.name;
+        const std::string chosen = choice.host
+                                       ? std::string("host backend")
+                                       : std::to_string(choice.facts.platform_index) + ":" +
+                                             std::to_string(choice.facts.device_index) + " " + choice.facts.name;
         os << "\nchosen: " << chosen << " (" << choice.why << ")\n";
         j["chosen"] = {{"device", chosen}, {"why", choice.why}, {"host", choice.host}};
         if (list_only) {
@@ -260,8 +267,7 @@ int main(int argc, char** argv) {
                     m.raw_s > s ? ms(m.raw_s - s) : "none", fixed(s > 0 ? m.raw_s / s : 0.0, 1) + "x"});
         at.print(os);
 
-        os << "\ncopies of " << format_bytes(static_cast<double>(bytes)) << " (median of " << reps
-           << "):\n";
+        os << "\ncopies of " << format_bytes(static_cast<double>(bytes)) << " (median of " << reps << "):\n";
         const std::string to = choice.host ? " (memcpy into a pool buffer)" : " (host -> device)";
         const std::string from = choice.host ? " (memcpy out of a pool buffer)" : " (device -> host)";
         Table ct({"copy", "GB/s", "vs pageable"});
@@ -280,13 +286,20 @@ int main(int argc, char** argv) {
         for (const auto& [name, st] : m.stats) os << "  " << name << ": " << st << '\n';
 
         if (!json_path.empty()) {
-            j["measurements"] = {{"bytes", bytes}, {"reps", reps}, {"raw_seconds", m.raw_s},
-                                 {"pageable_write_gbps", m.pageable_write}, {"pageable_read_gbps", m.pageable_read},
-                                 {"pinned_write_gbps", m.pinned_write}, {"pinned_read_gbps", m.pinned_read}};
+            j["measurements"] = {{"bytes", bytes},
+                                 {"reps", reps},
+                                 {"raw_seconds", m.raw_s},
+                                 {"pageable_write_gbps", m.pageable_write},
+                                 {"pageable_read_gbps", m.pageable_read},
+                                 {"pinned_write_gbps", m.pinned_write},
+                                 {"pinned_read_gbps", m.pinned_read}};
             for (const auto& [name, s] : m.hit_s) j["measurements"]["hit_seconds"][name] = s;
             for (const auto& [name, st] : m.stats)
-                j["stats"][name] = {{"hits", st.hits}, {"misses", st.misses}, {"evictions", st.evictions},
-                                    {"bytes_allocated", st.bytes_allocated}, {"bytes_cached", st.bytes_cached}};
+                j["stats"][name] = {{"hits", st.hits},
+                                    {"misses", st.misses},
+                                    {"evictions", st.evictions},
+                                    {"bytes_allocated", st.bytes_allocated},
+                                    {"bytes_cached", st.bytes_cached}};
             j["recommendation"] = {{"pool", a.pool}, {"why", a.why}};
             OutputFile out(json_path);
             out.stream() << j.dump(2) << '\n';

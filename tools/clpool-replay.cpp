@@ -40,8 +40,11 @@ std::string percent(double v) { return fixed(100.0 * v, 1) + "%"; }
 nlohmann::json to_json(const Result& r) {
     nlohmann::json buckets = nlohmann::json::array();
     for (const auto& b : r.stats.buckets)
-        buckets.push_back({{"bucket_size", b.bucket_size}, {"hits", b.hits}, {"misses", b.misses},
-                           {"evictions", b.evictions}, {"cached_at_end", b.cached_buffers}});
+        buckets.push_back({{"bucket_size", b.bucket_size},
+                           {"hits", b.hits},
+                           {"misses", b.misses},
+                           {"evictions", b.evictions},
+                           {"cached_at_end", b.cached_buffers}});
     return {{"name", r.name},
             {"spec", r.spec},
             {"allocations", r.allocations},
@@ -90,11 +93,12 @@ void write_svg(const std::string& path, const replay::Trace& trace, const std::v
 }  // namespace
 
 int main(int argc, char** argv) {
-    CLI::App app{"Replays an allocation trace (docs/TRACE_FORMAT.md) through BufferPool, PinnedBufferPool,\n"
-                 "PersistentBufferPool and custom configurations, and reports for each: hit rate, driver\n"
-                 "allocations avoided, peak bytes held, rounding waste, evictions and a per-bucket table.\n"
-                 "Exit codes: 0 ok, 1 the replay failed (driver error), 2 bad arguments or a malformed trace.",
-                 "clpool-replay"};
+    CLI::App app{
+        "Replays an allocation trace (docs/TRACE_FORMAT.md) through BufferPool, PinnedBufferPool,\n"
+        "PersistentBufferPool and custom configurations, and reports for each: hit rate, driver\n"
+        "allocations avoided, peak bytes held, rounding waste, evictions and a per-bucket table.\n"
+        "Exit codes: 0 ok, 1 the replay failed (driver error), 2 bad arguments or a malformed trace.",
+        "clpool-replay"};
     std::string trace_path, device = "host", json_path, svg_path, x_axis = "index";
     std::vector<std::string> config_specs;
     bool no_aliases = false, no_buckets = false;
@@ -111,7 +115,8 @@ int main(int argc, char** argv) {
                    "no memory: for traces larger than this machine), or an OpenCL device:\n"
                    "auto, gpu, cpu, N, P:D (as clpool-info lists them), TEXT (docs/DEVICES.md)")
         ->capture_default_str();
-    app.add_option("--json", json_path, "also write the results as JSON to PATH ('-': standard output,\n"
+    app.add_option("--json", json_path,
+                   "also write the results as JSON to PATH ('-': standard output,\n"
                    "the text report then goes to standard error)");
     app.add_option("--svg", svg_path, "write a plot of bytes held over the trace, one line per configuration");
     app.add_option("--x", x_axis, "the plot's x axis: index (trace event) or time (t_ns)")
@@ -128,7 +133,8 @@ int main(int argc, char** argv) {
         } catch (const replay::config_spec_error& e) {
             throw input_error(std::string(e.what()) + "\nSee 'clpool-replay --help' for the keys.");
         }
-        if (configs.empty()) throw input_error("--no-aliases with no --config leaves nothing to replay; add a --config");
+        if (configs.empty())
+            throw input_error("--no-aliases with no --config leaves nothing to replay; add a --config");
         std::set<std::string> names;
         for (const auto& c : configs)
             if (!names.insert(c.name).second)
@@ -183,8 +189,8 @@ int main(int argc, char** argv) {
            << trace.live_at_end << " buffers (" << format_bytes(static_cast<double>(trace.live_bytes_at_end))
            << ") never freed\n"
            << "backend: " << backend_text << "\n\n";
-        Table summary({"configuration", "hit rate", "driver allocs", "avoided", "peak held", "peak waste",
-                       "evictions", "failed", "replay ms"});
+        Table summary({"configuration", "hit rate", "driver allocs", "avoided", "peak held", "peak waste", "evictions",
+                       "failed", "replay ms"});
         for (const auto& r : results)
             summary.add({r.name, percent(r.hit_rate()), std::to_string(r.driver_allocations),
                          std::to_string(r.avoided()), format_bytes(static_cast<double>(r.peak_held)),
@@ -210,8 +216,11 @@ int main(int argc, char** argv) {
         }
         if (!json_path.empty()) {
             nlohmann::json j;
-            j["trace"] = {{"path", trace_path}, {"events", trace.events.size()}, {"allocations", allocs},
-                          {"pools", keys.size()}, {"live_at_end", trace.live_at_end}};
+            j["trace"] = {{"path", trace_path},
+                          {"events", trace.events.size()},
+                          {"allocations", allocs},
+                          {"pools", keys.size()},
+                          {"live_at_end", trace.live_at_end}};
             j["backend"] = backend_text;
             j["configurations"] = nlohmann::json::array();
             for (const auto& r : results) j["configurations"].push_back(to_json(r));
@@ -219,10 +228,11 @@ int main(int argc, char** argv) {
             out.stream() << j.dump(2) << '\n';
             out.close();
         }
-        if (!svg_path.empty())
-            write_svg(svg_path, trace, results, x_axis == "time", "Bytes held over " + trace_path);
+        if (!svg_path.empty()) write_svg(svg_path, trace, results, x_axis == "time", "Bytes held over " + trace_path);
         const bool any_failed = std::any_of(results.begin(), results.end(), [](const Result& r) { return r.failed; });
-        if (any_failed) std::cerr << "clpool-replay: some allocations failed (column 'failed'); the device ran out of memory or the size is above its limit. Try --device host or sim.\n";
+        if (any_failed)
+            std::cerr << "clpool-replay: some allocations failed (column 'failed'); the device ran out of memory or "
+                         "the size is above its limit. Try --device host or sim.\n";
         return exit_ok;
     });
 }

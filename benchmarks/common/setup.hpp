@@ -23,8 +23,7 @@ inline std::size_t max_bytes() {
             char* end = nullptr;
             const auto v = std::strtoull(t.c_str(), &end, 10);
             if (t.empty() || end != t.c_str() + t.size() || v < 256)
-                throw config_error("clpool: " + std::string(name) + "='" + t +
-                                   "' is not a byte count of at least 256");
+                throw config_error("clpool: " + std::string(name) + "='" + t + "' is not a byte count of at least 256");
             return static_cast<std::uint64_t>(v);
         });
     return static_cast<std::size_t>(s.get());

@@ -32,7 +32,10 @@ int main(int argc, char** argv) {
     cl_device_id dev = nullptr;
     for (cl_uint i = 0; i < np && !dev; ++i)
         if (clGetDeviceIDs(plats[i], CL_DEVICE_TYPE_GPU, 1, &dev, nullptr) != CL_SUCCESS) dev = nullptr;
-    if (!dev) { std::puts("no GPU"); return 1; }
+    if (!dev) {
+        std::puts("no GPU");
+        return 1;
+    }
     cl_int err = 0;
     cl::Context ctx(clCreateContext(nullptr, 1, &dev, nullptr, nullptr, &err), false);
     cl::CommandQueue q(clCreateCommandQueue(ctx(), dev, CL_QUEUE_PROFILING_ENABLE, &err), false);
@@ -56,9 +59,8 @@ int main(int argc, char** argv) {
     auto write = [&](const void* p, std::size_t off, std::size_t len, cl_event* ev) {
         clpool::opencl::check(clEnqueueWriteBuffer(q(), d.buffer()(), CL_FALSE, off, len, p, 0, nullptr, ev), "write");
     };
-    time("driver pageable (blocking write)", [&] {
-        clEnqueueWriteBuffer(q(), d.buffer()(), CL_TRUE, 0, n, src.data(), 0, nullptr, nullptr);
-    });
+    time("driver pageable (blocking write)",
+         [&] { clEnqueueWriteBuffer(q(), d.buffer()(), CL_TRUE, 0, n, src.data(), 0, nullptr, nullptr); });
     clpool::TransferOptions o;
     o.staging_pool = &staging;
     o.stage = true;
@@ -74,24 +76,25 @@ int main(int argc, char** argv) {
         clpool::detail::copy_workers::instance().copy(w, src.data(), n, threads, true);
         clEnqueueWriteBuffer(q(), d.buffer()(), CL_TRUE, 0, n, w, 0, nullptr, nullptr);
     });
-    time("host copy only, whole, streaming stores", [&] {
-        clpool::detail::copy_workers::instance().copy(w, src.data(), n, threads, true);
-    });
+    time("host copy only, whole, streaming stores",
+         [&] { clpool::detail::copy_workers::instance().copy(w, src.data(), n, threads, true); });
     for (int variant = 0; variant < 3; ++variant) {
         const bool flush = variant != 1, stream = variant == 2;
-        time(variant == 0 ? "chunks in one buffer, flush each" : variant == 1 ? "chunks in one buffer, no flush"
-                                                                            : "chunks in one buffer, streaming stores", [&] {
-            cl_event last = nullptr;
-            for (std::size_t off = 0; off < n; off += chunk) {
-                const std::size_t len = std::min(chunk, n - off);
-                clpool::detail::copy_workers::instance().copy(w + off, src.data() + off, len, threads, stream);
-                if (last) clReleaseEvent(last);
-                write(w + off, off, len, &last);
-                if (flush) clFlush(q());
-            }
-            clWaitForEvents(1, &last);
-            clReleaseEvent(last);
-        });
+        time(variant == 0   ? "chunks in one buffer, flush each"
+             : variant == 1 ? "chunks in one buffer, no flush"
+                            : "chunks in one buffer, streaming stores",
+             [&] {
+                 cl_event last = nullptr;
+                 for (std::size_t off = 0; off < n; off += chunk) {
+                     const std::size_t len = std::min(chunk, n - off);
+                     clpool::detail::copy_workers::instance().copy(w + off, src.data() + off, len, threads, stream);
+                     if (last) clReleaseEvent(last);
+                     write(w + off, off, len, &last);
+                     if (flush) clFlush(q());
+                 }
+                 clWaitForEvents(1, &last);
+                 clReleaseEvent(last);
+             });
     }
     // One profiled run of the chunked loop, streaming stores.
     std::vector<cl_event> evs;
@@ -111,16 +114,20 @@ int main(int argc, char** argv) {
     const double waited = us_since(t0);
     cl_ulong base = 0;
     clGetEventProfilingInfo(evs[0], CL_PROFILING_COMMAND_QUEUED, sizeof base, &base, nullptr);
-    std::printf("\nprofiled chunked upload: host wait returned at %.1f us (copy end, enqueue return; device queued/submit/start/end, us from the first queued)\n", waited);
+    std::printf(
+        "\nprofiled chunked upload: host wait returned at %.1f us (copy end, enqueue return; device "
+        "queued/submit/start/end, us from the first queued)\n",
+        waited);
     for (std::size_t i = 0; i < evs.size(); ++i) {
         cl_ulong qd = 0, sb = 0, st = 0, en = 0;
         clGetEventProfilingInfo(evs[i], CL_PROFILING_COMMAND_QUEUED, sizeof qd, &qd, nullptr);
         clGetEventProfilingInfo(evs[i], CL_PROFILING_COMMAND_SUBMIT, sizeof sb, &sb, nullptr);
         clGetEventProfilingInfo(evs[i], CL_PROFILING_COMMAND_START, sizeof st, &st, nullptr);
         clGetEventProfilingInfo(evs[i], CL_PROFILING_COMMAND_END, sizeof en, &en, nullptr);
-        std::printf("  chunk %zu: copy %7.1f  enq %7.1f | queued %7.1f submit %7.1f start %7.1f end %7.1f (dma %6.1f us)\n", i,
-                    copied[i], enqueued[i], (qd - base) / 1e3, (sb - base) / 1e3, (st - base) / 1e3, (en - base) / 1e3,
-                    (en - st) / 1e3);
+        std::printf(
+            "  chunk %zu: copy %7.1f  enq %7.1f | queued %7.1f submit %7.1f start %7.1f end %7.1f (dma %6.1f us)\n", i,
+            copied[i], enqueued[i], (qd - base) / 1e3, (sb - base) / 1e3, (st - base) / 1e3, (en - base) / 1e3,
+            (en - st) / 1e3);
         clReleaseEvent(evs[i]);
     }
     return 0;

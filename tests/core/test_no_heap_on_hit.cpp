@@ -8,8 +8,14 @@
 #include <new>
 
 namespace clpool::test {
-std::size_t& thread_allocations() noexcept { static thread_local std::size_t n = 0; return n; }
-bool& thread_counting() noexcept { static thread_local bool on = false; return on; }
+std::size_t& thread_allocations() noexcept {
+    static thread_local std::size_t n = 0;
+    return n;
+}
+bool& thread_counting() noexcept {
+    static thread_local bool on = false;
+    return on;
+}
 }  // namespace clpool::test
 
 // Sanitizer runtimes bring their own operator new; replace it only in plain builds.

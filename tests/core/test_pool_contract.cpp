@@ -14,11 +14,11 @@ using namespace clpool::test;
 #define CLPOOL_OPENCL_POOLS
 #endif
 
-#define CLPOOL_CONTRACT_POOLS                                                                                  \
-    host::BufferPool, host::PinnedBufferPool, host::PersistentBufferPool,                                     \
-        MockPool<PowerOfTwoBuckets, DeviceLocal, Unlimited, NoLock>,                                            \
-        MockPool<PowerOfTwoBuckets, HostPinned, Unlimited, SingleMutex>,                                       \
-        MockPool<FixedSetBuckets, IntegratedAware, Capped, Striped<4>>,                                        \
+#define CLPOOL_CONTRACT_POOLS                                             \
+    host::BufferPool, host::PinnedBufferPool, host::PersistentBufferPool, \
+        MockPool<PowerOfTwoBuckets, DeviceLocal, Unlimited, NoLock>,      \
+        MockPool<PowerOfTwoBuckets, HostPinned, Unlimited, SingleMutex>,  \
+        MockPool<FixedSetBuckets, IntegratedAware, Capped, Striped<4>>,   \
         MockPool<FixedSetBuckets, DeviceLocal, Capped, ThreadCached<4>> CLPOOL_OPENCL_POOLS
 
 TEST_CASE_TEMPLATE("a pool hands back what it cached, and only that", P, CLPOOL_CONTRACT_POOLS) {
@@ -104,8 +104,7 @@ TEST_CASE_TEMPLATE("allocate(0) is a valid buffer of the smallest bucket", P, CL
     CHECK(pool->stats().bytes_requested == 0);
 }
 
-TEST_CASE_TEMPLATE("sizes beyond the device limit are refused with the value and the limit", P,
-                   CLPOOL_CONTRACT_POOLS) {
+TEST_CASE_TEMPLATE("sizes beyond the device limit are refused with the value and the limit", P, CLPOOL_CONTRACT_POOLS) {
     auto pool = make_pool<P>();
     const std::size_t too_big = pool->max_alloc_size() + 1;
     try {

@@ -50,8 +50,7 @@ double scale() {
         char* end = nullptr;
         const double v = std::strtod(text, &end);
         if (end == text || *end != '\0' || !(v > 0.0) || v > 100.0)
-            throw std::invalid_argument(std::string("CLPOOL_STRESS_SCALE='") + text +
-                                        "' is not a number in (0, 100]");
+            throw std::invalid_argument(std::string("CLPOOL_STRESS_SCALE='") + text + "' is not a number in (0, 100]");
         return v;
     }();
     return s;
@@ -164,7 +163,10 @@ struct PinnedAccess {
         return ok;
     }
     void stamp(const cl::Buffer& b, std::size_t n, std::uint64_t token) {
-        mapped(b, n, CL_MAP_WRITE, [&](std::byte* p) { stamp_into(p, n, token); return true; });
+        mapped(b, n, CL_MAP_WRITE, [&](std::byte* p) {
+            stamp_into(p, n, token);
+            return true;
+        });
     }
     bool check(const cl::Buffer& b, std::size_t n, std::uint64_t token) {
         return mapped(b, n, CL_MAP_READ, [&](std::byte* p) { return stamped(p, n, token); });
@@ -209,8 +211,8 @@ struct Owned {
 
 // Mixed sizes: empty, tiny, both sides of bucket edges of both bucket
 // policies, and a few large ones.
-constexpr std::size_t sizes[] = {0,     1,     7,     8,     255,   256,   257,   1000,   1024,   1025,
-                                 4095,  4096,  4097,  16384, 16385, 65535, 65536, 65537,  100000, 262145};
+constexpr std::size_t sizes[] = {0,    1,    7,    8,     255,   256,   257,   1000,  1024,   1025,
+                                 4095, 4096, 4097, 16384, 16385, 65535, 65536, 65537, 100000, 262145};
 
 template <class P>
 void check_snapshot(const P& pool, Failures& f) {
@@ -250,9 +252,16 @@ void hammer(P& pool, std::size_t allocations, MakeAccess make_access, Failures& 
             auto l = guard.lock();
             switch (rng() % 4) {
                 case 0: o.h.release(); break;
-                case 1: if (!pool.release(o.h)) { ++f.misuse_refused; o.h.release(); } break;
+                case 1:
+                    if (!pool.release(o.h)) {
+                        ++f.misuse_refused;
+                        o.h.release();
+                    }
+                    break;
                 case 2: o.h = typename P::handle(); break;        // move-assign an empty handle
-                default: { auto gone = std::move(o.h); } break;   // destructor
+                default: {
+                    auto gone = std::move(o.h);
+                } break;   // destructor
             }
         };
 
@@ -376,8 +385,8 @@ TEST_CASE_TEMPLATE("stress: mock backend, capped, 8 threads, 1M allocations" * d
     CHECK(ledger->live_bytes == 0);
 }
 
-TEST_CASE_TEMPLATE("stress: host backend, unlimited, 8 threads, 1M allocations" * doctest::timeout(600), Locks,
-                   NoLock, SingleMutex, Striped<4>, Striped<16>, ThreadCached<8, SingleMutex>) {
+TEST_CASE_TEMPLATE("stress: host backend, unlimited, 8 threads, 1M allocations" * doctest::timeout(600), Locks, NoLock,
+                   SingleMutex, Striped<4>, Striped<16>, ThreadCached<8, SingleMutex>) {
     using P = Pool<FixedSetBuckets, HostPinned, Unlimited, Locks, HostBackend>;
     const std::size_t allocations = scaled(1'000'000) / thread_count * thread_count;
     P pool{HostBackend{}};
@@ -390,8 +399,8 @@ TEST_CASE_TEMPLATE("stress: host backend, unlimited, 8 threads, 1M allocations" 
 
 #ifdef CLPOOL_HAS_OPENCL
 // Device-local pools: stamps by enqueueWrite/ReadBuffer (head and tail only).
-TEST_CASE_TEMPLATE("stress: OpenCL device-local, capped, 8 threads" * doctest::timeout(600), Locks, NoLock,
-                   Striped<16>, ThreadCached<8, SingleMutex>) {
+TEST_CASE_TEMPLATE("stress: OpenCL device-local, capped, 8 threads" * doctest::timeout(600), Locks, NoLock, Striped<16>,
+                   ThreadCached<8, SingleMutex>) {
     using P = Pool<PowerOfTwoBuckets, DeviceLocal, Capped, Locks, OpenCLBackend>;
     const std::size_t allocations = scaled(500'000) / thread_count * thread_count;
     P pool(OpenCLBackend(OpenCLEnv::get().context), stress_caps);

@@ -76,7 +76,10 @@ TEST_CASE("stats snapshots under concurrent use are consistent") {
     MockPool<PowerOfTwoBuckets, DeviceLocal, Unlimited, Striped<4>> pool{MockBackend()};
     std::atomic<bool> stop{false};
     std::atomic<int> corrupted{0};
-    std::thread worker([&] { hammer(pool, 4, 3000, corrupted); stop = true; });
+    std::thread worker([&] {
+        hammer(pool, 4, 3000, corrupted);
+        stop = true;
+    });
     int inconsistent = 0, snapshots = 0;
     while (!stop) {
         const auto s = pool.stats();

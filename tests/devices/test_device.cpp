@@ -121,8 +121,8 @@ TEST_CASE("a DeviceHandle reaches its context's pools, and its queue runs work")
     clGetMemObjectInfo(h.buffer()(), CL_MEM_CONTEXT, sizeof owner, &owner, nullptr);
     CHECK(owner == dev.context()());
     const int pattern = 0x5a5a5a5a;
-    REQUIRE(clEnqueueFillBuffer(dev.queue()(), h.buffer()(), &pattern, sizeof pattern, 0, 4096, 0, nullptr,
-                                nullptr) == CL_SUCCESS);
+    REQUIRE(clEnqueueFillBuffer(dev.queue()(), h.buffer()(), &pattern, sizeof pattern, 0, 4096, 0, nullptr, nullptr) ==
+            CL_SUCCESS);
     dev.finish();
     std::vector<int> back(1024);
     REQUIRE(clEnqueueReadBuffer(dev.queue()(), h.buffer()(), CL_TRUE, 0, 4096, back.data(), 0, nullptr, nullptr) ==

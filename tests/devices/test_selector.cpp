@@ -12,7 +12,7 @@ using namespace clpool;
 namespace {
 
 DeviceDescription fake(std::size_t index, std::size_t p, std::size_t d, std::string platform, std::string vendor,
-                        std::string name, DeviceType type) {
+                       std::string name, DeviceType type) {
     DeviceDescription x;
     x.index = index;
     x.platform_index = p;
@@ -74,8 +74,8 @@ TEST_CASE("match_device: types, indices, platform:device pairs and names") {
 
 TEST_CASE("match_device: a selector that matches nothing names itself and lists every device") {
     const auto devs = two_platforms();
-    for (const char* bad : {"accelerator", "3", "0:1", "2:0", "platform:amd", "device:mi300", "amd", "platform:",
-                            "gpu:0", "-1", "99999999999"}) {
+    for (const char* bad : {"accelerator", "3", "0:1", "2:0", "platform:amd", "device:mi300", "amd",
+                            "platform:", "gpu:0", "-1", "99999999999"}) {
         CAPTURE(bad);
         const auto msg = error_of(bad, devs);
         CHECK(msg.find("CLPOOL_DEVICE='" + std::string(bad) + "'") != std::string::npos);

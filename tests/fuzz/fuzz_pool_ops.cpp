@@ -30,12 +30,12 @@ using namespace clpool::test;
 
 namespace {
 
-#define FUZZ_CHECK(cond)                                                              \
-    do {                                                                              \
-        if (!(cond)) {                                                                \
+#define FUZZ_CHECK(cond)                                                                      \
+    do {                                                                                      \
+        if (!(cond)) {                                                                        \
             std::fprintf(stderr, "%s:%d: invariant failed: %s\n", __FILE__, __LINE__, #cond); \
-            std::abort();                                                             \
-        }                                                                             \
+            std::abort();                                                                     \
+        }                                                                                     \
     } while (0)
 
 // An event that completes when the input says so.
@@ -121,16 +121,22 @@ public:
     void step(Input& in) {
         const std::uint8_t op = in.byte() % 12;
         switch (op) {
-            case 0: case 1: case 2: allocate(in); break;
+            case 0:
+            case 1:
+            case 2: allocate(in); break;
             case 3: release(in, 0); break;
             case 4: release(in, 1); break;
             case 5: release(in, 2); break;
             case 6: release_after(in); break;
-            case 7: if (!events_.empty()) *events_[in.byte() % events_.size()] = true; break;
+            case 7:
+                if (!events_.empty()) *events_[in.byte() % events_.size()] = true;
+                break;
             case 8: trim(); break;
             case 9: misplaced(in); break;
             case 10: plan_failure(in); break;
-            case 11: if (in.byte() % 8 == 0) destroy_pool(); break;
+            case 11:
+                if (in.byte() % 8 == 0) destroy_pool();
+                break;
         }
         check();
     }
@@ -340,7 +346,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             // Caps from the input: up to 4 MiB and 0..7 per bucket.
             const std::size_t bytes = std::size_t{in.u16()} << 6, per_bucket = in.byte() % 8;
             if (kind % 4 == 2)
-                run<Pool<PowerOfTwoBuckets, DeviceLocal, Capped, Striped<4>, FuzzBackend>>(in, Capped(bytes, per_bucket));
+                run<Pool<PowerOfTwoBuckets, DeviceLocal, Capped, Striped<4>, FuzzBackend>>(in,
+                                                                                           Capped(bytes, per_bucket));
             else
                 run<Pool<FixedSetBuckets, IntegratedAware, Capped, NoLock, FuzzBackend>>(in, Capped(bytes, per_bucket));
         }

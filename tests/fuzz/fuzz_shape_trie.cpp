@@ -32,12 +32,12 @@ using i64 = std::int64_t;
 
 namespace {
 
-#define FUZZ_CHECK(cond)                                                                   \
-    do {                                                                                   \
-        if (!(cond)) {                                                                     \
+#define FUZZ_CHECK(cond)                                                                      \
+    do {                                                                                      \
+        if (!(cond)) {                                                                        \
             std::fprintf(stderr, "%s:%d: invariant failed: %s\n", __FILE__, __LINE__, #cond); \
-            std::abort();                                                                  \
-        }                                                                                  \
+            std::abort();                                                                     \
+        }                                                                                     \
     } while (0)
 
 struct Input {
@@ -50,7 +50,10 @@ struct Input {
 i64 value(Input& in) {
     const std::uint8_t b = in.byte();
     switch (b >> 5) {
-        case 0: case 1: case 2: case 3: return b % 4;          // small: collisions and shared prefixes
+        case 0:
+        case 1:
+        case 2:
+        case 3: return b % 4;          // small: collisions and shared prefixes
         case 4: return b % 32;
         case 5: return i64{1} << (20 + b % 24);                // big: products overflow
         case 6: return -static_cast<i64>(b % 3) - 1;           // negative
@@ -87,9 +90,15 @@ std::vector<i64> dense(const std::vector<i64>& ext, i64 ord) {
     std::vector<i64> s(ext.size());
     std::uint64_t acc = 1;
     if (ord == 'f') {
-        for (std::size_t i = 0; i < ext.size(); ++i) { s[i] = static_cast<i64>(acc); acc *= static_cast<std::uint64_t>(ext[i]); }
+        for (std::size_t i = 0; i < ext.size(); ++i) {
+            s[i] = static_cast<i64>(acc);
+            acc *= static_cast<std::uint64_t>(ext[i]);
+        }
     } else {
-        for (std::size_t i = ext.size(); i-- > 0;) { s[i] = static_cast<i64>(acc); acc *= static_cast<std::uint64_t>(ext[i]); }
+        for (std::size_t i = ext.size(); i-- > 0;) {
+            s[i] = static_cast<i64>(acc);
+            acc *= static_cast<std::uint64_t>(ext[i]);
+        }
     }
     return s;
 }
@@ -153,14 +162,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                 Shape got;
                 bool threw = false;
                 try {
-                    if (op == 0)
-                        got = trie.intern(ext, static_cast<ElementType>(type), static_cast<Order>(ord));
+                    if (op == 0) got = trie.intern(ext, static_cast<ElementType>(type), static_cast<Order>(ord));
                     else if (op == 1)
                         got = trie.intern(ext, str, static_cast<ElementType>(type), static_cast<Order>(ord));
-                    else if (valid)
-                        got = trie.intern_buffer(want);
-                    else
-                        got = trie.find(ext, str, static_cast<ElementType>(type), static_cast<Order>(ord));
+                    else if (valid) got = trie.intern_buffer(want);
+                    else got = trie.find(ext, str, static_cast<ElementType>(type), static_cast<Order>(ord));
                 } catch (const shape_error&) {
                     threw = true;
                 }

@@ -58,7 +58,8 @@ TEST_CASE("clpool::Buffer stands where cl::Buffer stands: setArg, enqueue, CL_ME
     REQUIRE(err == CL_SUCCESS);
     CHECK(mem_size(buf) == 1000 * sizeof(int));  // the size asked for, not the 4 KiB bucket
 
-    cl::Program program(f.context, "__kernel void iota(__global int* out) { int i = get_global_id(0); out[i] = 3 * i; }");
+    cl::Program program(f.context,
+                        "__kernel void iota(__global int* out) { int i = get_global_id(0); out[i] = 3 * i; }");
     REQUIRE(program.build() == CL_SUCCESS);
     cl::Kernel kernel(program, "iota");
     REQUIRE(kernel.setArg(0, buf) == CL_SUCCESS);

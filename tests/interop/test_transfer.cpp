@@ -285,7 +285,8 @@ TEST_CASE("bad transfers are refused with the numbers, and nothing is written") 
     CHECK_THROWS_WITH_AS(upload(env.queue, empty, 0, src.data(), 1, o),
                          doctest::Contains("clpool: upload of 1 bytes at offset 0 into an empty handle"), usage_error);
     CHECK_THROWS_WITH_AS(download(env.queue, src.data(), empty, 3, 1, o),
-                         doctest::Contains("clpool: download of 1 bytes at offset 3 from an empty handle"), usage_error);
+                         doctest::Contains("clpool: download of 1 bytes at offset 3 from an empty handle"),
+                         usage_error);
 
     auto bad = o;
     bad.staging_buffers = 1;
@@ -551,8 +552,8 @@ TEST_CASE("parallel host copies from several threads at once are each exact") {
 }
 
 TEST_CASE("parallel host copies are exact for odd sizes, part counts and alignments, streaming or not") {
-    for (std::size_t n : {std::size_t{1}, std::size_t{63}, std::size_t{300000}, std::size_t{(1 << 20) + 4097},
-                          std::size_t{5 << 20}}) {
+    for (std::size_t n :
+         {std::size_t{1}, std::size_t{63}, std::size_t{300000}, std::size_t{(1 << 20) + 4097}, std::size_t{5 << 20}}) {
         for (unsigned parts : {1u, 2u, 3u, 8u}) {
             for (bool stream : {false, true}) {
                 for (std::size_t skew : {std::size_t{0}, std::size_t{1}, std::size_t{17}}) {
@@ -563,9 +564,12 @@ TEST_CASE("parallel host copies are exact for odd sizes, part counts and alignme
                     const auto src = pattern(n + skew, static_cast<unsigned>(n + parts + skew));
                     std::vector<unsigned char> dst(n + 2 + skew, 0x42);
                     // dst at an odd offset, src at another: both unaligned for the vector stores
-                    detail::copy_workers::instance().copy(dst.data() + 1 + skew / 2, src.data() + skew, n, parts, stream);
-                    CHECK(std::all_of(dst.begin(), dst.begin() + 1 + skew / 2, [](unsigned char c) { return c == 0x42; }));
-                    CHECK(std::all_of(dst.begin() + 1 + skew / 2 + n, dst.end(), [](unsigned char c) { return c == 0x42; }));
+                    detail::copy_workers::instance().copy(dst.data() + 1 + skew / 2, src.data() + skew, n, parts,
+                                                          stream);
+                    CHECK(std::all_of(dst.begin(), dst.begin() + 1 + skew / 2,
+                                      [](unsigned char c) { return c == 0x42; }));
+                    CHECK(std::all_of(dst.begin() + 1 + skew / 2 + n, dst.end(),
+                                      [](unsigned char c) { return c == 0x42; }));
                     CHECK(std::memcmp(dst.data() + 1 + skew / 2, src.data() + skew, n) == 0);
                 }
             }

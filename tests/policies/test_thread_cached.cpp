@@ -112,8 +112,8 @@ void hammer(P& pool, int threads, int iterations, std::atomic<int>& corrupted) {
 
 }  // namespace
 
-TEST_CASE_TEMPLATE("thread-cached pools: a hit is the buffer just released, and stats say so", P, TCPool,
-                   TCStripedPool, TCCappedPool) {
+TEST_CASE_TEMPLATE("thread-cached pools: a hit is the buffer just released, and stats say so", P, TCPool, TCStripedPool,
+                   TCCappedPool) {
     auto pool = make_pool<P>();
     const void* first = nullptr;
     {

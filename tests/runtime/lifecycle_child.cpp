@@ -28,11 +28,11 @@
 // points is counted: the executable's definitions take precedence over the
 // ICD loader's, and forward to it. The fork scenario checks the child makes none.
 static std::atomic<long> cl_calls{0};
-#define CLPOOL_COUNT(ret, name, params, args)                                          \
-    extern "C" CL_API_ENTRY ret CL_API_CALL name params {                              \
-        cl_calls.fetch_add(1);                                                         \
+#define CLPOOL_COUNT(ret, name, params, args)                                                   \
+    extern "C" CL_API_ENTRY ret CL_API_CALL name params {                                       \
+        cl_calls.fetch_add(1);                                                                  \
         static auto real = reinterpret_cast<ret(CL_API_CALL*) params>(dlsym(RTLD_NEXT, #name)); \
-        return real args;                                                              \
+        return real args;                                                                       \
     }
 CLPOOL_COUNT(cl_int, clReleaseMemObject, (cl_mem m), (m))
 CLPOOL_COUNT(cl_int, clReleaseCommandQueue, (cl_command_queue q), (q))
@@ -148,7 +148,8 @@ int shutdown_fork() {
         const auto cached = fresh.stats().bytes_cached + first.stats().bytes_cached;
         const auto r = clpool::shutdown();
         say(std::string("child: fresh pool: ") + (&fresh != &parent_pool ? "1" : "0"));
-        say(std::string("child: released its own cache: ") + (cached >= (128u << 10) && r.bytes_released == cached ? "1" : "0"));
+        say(std::string("child: released its own cache: ") +
+            (cached >= (128u << 10) && r.bytes_released == cached ? "1" : "0"));
         say("child: cached after: " + std::to_string(fresh.stats().bytes_cached + first.stats().bytes_cached));
         say("child: parent's pool still holds: " + std::to_string(parent_pool.stats().bytes_cached));
 #ifdef CLPOOL_HAS_OPENCL

@@ -90,7 +90,8 @@ TEST_CASE("a setting read once keeps its error: every use reports it, none falls
     REQUIRE(setenv("CLPOOL_TEST_ONLY_GB", "lots", 1) == 0);
     const auto s = config::read_setting<std::uint64_t>("CLPOOL_TEST_ONLY_GB", 7, config::parse_gib);
     unsetenv("CLPOOL_TEST_ONLY_GB");
-    for (int i = 0; i < 2; ++i) CHECK_THROWS_WITH_AS(s.get(), doctest::Contains("CLPOOL_TEST_ONLY_GB='lots'"), config_error);
+    for (int i = 0; i < 2; ++i)
+        CHECK_THROWS_WITH_AS(s.get(), doctest::Contains("CLPOOL_TEST_ONLY_GB='lots'"), config_error);
     const auto unset = config::read_setting<std::uint64_t>("CLPOOL_TEST_ONLY_GB", 7, config::parse_gib);
     CHECK(unset.get() == 7);
 }

@@ -113,9 +113,11 @@ TEST_CASE("shutdown() trims every registry made on first use, host and OpenCL, w
     const auto r = run_child("shutdown-registries");
     CAPTURE(r.output);
     CHECK(r.status == 0);
-    for (const char* name : {"host buffer", "host pinned", "host persistent"}) CHECK(has(r, std::string(name) + " cached: 1"));
+    for (const char* name : {"host buffer", "host pinned", "host persistent"})
+        CHECK(has(r, std::string(name) + " cached: 1"));
 #ifdef CLPOOL_HAS_OPENCL
-    for (const char* name : {"buffer", "pinned", "persistent", "mapped pinned"}) CHECK(has(r, std::string("\n") + name + " cached: 1"));
+    for (const char* name : {"buffer", "pinned", "persistent", "mapped pinned"})
+        CHECK(has(r, std::string("\n") + name + " cached: 1"));
     CHECK(has(r, "registries: 7"));
 #else
     CHECK(has(r, "registries: 3"));

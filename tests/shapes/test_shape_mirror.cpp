@@ -118,8 +118,7 @@ TEST_CASE("a kernel reads the mirrored shape with no upload per launch") {
         REQUIRE(clEnqueueNDRangeKernel(env.queue(), kernel, 1, nullptr, &one, nullptr, 0, nullptr, nullptr) ==
                 CL_SUCCESS);
         i64 got[6] = {};
-        REQUIRE(clEnqueueReadBuffer(env.queue(), out, CL_TRUE, 0, sizeof got, got, 0, nullptr, nullptr) ==
-                CL_SUCCESS);
+        REQUIRE(clEnqueueReadBuffer(env.queue(), out, CL_TRUE, 0, sizeof got, got, 0, nullptr, nullptr) == CL_SUCCESS);
         CHECK(got[0] == static_cast<i64>(ext.size()));
         CHECK(got[1] == s.element_count());
         CHECK(got[2] == s.strides()[0]);
@@ -150,7 +149,8 @@ TEST_CASE("threads asking for the same shapes' mirrors get one buffer each") {
         threads.emplace_back([&, t] {
             for (std::size_t i = 0; i < shapes.size(); ++i) {
                 Shape mine = shapes[(i + static_cast<std::size_t>(t)) % shapes.size()];
-                seen[static_cast<std::size_t>(t)][(i + static_cast<std::size_t>(t)) % shapes.size()] = mirror.buffer(mine)();
+                seen[static_cast<std::size_t>(t)][(i + static_cast<std::size_t>(t)) % shapes.size()] =
+                    mirror.buffer(mine)();
             }
         });
     for (auto& th : threads) th.join();

@@ -70,7 +70,8 @@ TEST_CASE("a reader finds the interned buffer itself, with no count taken") {
         ShapeTrie::reader r(trie);
         CHECK(r.find({2, 3, 4}, ElementType::f32) == a.data());
         CHECK(r.find(ext, str, ElementType::f32, Order::f) == f.data());
-        CHECK(r.find(std::span<const i64>(ext), ElementType::f32, Order::f) == f.data());  // dense f strides are {1,2,6}
+        CHECK(r.find(std::span<const i64>(ext), ElementType::f32, Order::f) ==
+              f.data());  // dense f strides are {1,2,6}
         CHECK(a.use_count() == 1);  // nothing counted
         CHECK(r.find({2, 3, 5}, ElementType::f32) == nullptr);
         CHECK(r.find({2, 3, 4}, ElementType::f64) == nullptr);
@@ -108,7 +109,7 @@ TEST_CASE("a reader keeps a dead entry's memory until it ends; collect then free
         CHECK(trie.size() == 1);
         CHECK(trie.node_count() == 0);
         CHECK(r.find(ext, ElementType::i32) == nullptr);  // gone from the trie
-        CHECK_FALSE(r.retain(p));                          // dying: never revived
+        CHECK_FALSE(r.retain(p));  // dying: never revived
         reborn = trie.intern(ext, ElementType::i32);
         CHECK(reborn.data() != p);  // a new entry
         CHECK(r.find(ext, ElementType::i32) == reborn.data());

@@ -70,13 +70,15 @@ int run_tool(CLI::App& app, int argc, char** argv, Body&& body) {
         std::cerr << name << ": " << e.what() << '\n';
         return exit_bad_input;
     } catch (const clpool::config_error& e) {
-        std::cerr << name << ": " << e.what() << "\nFix the value (docs/CONFIGURATION.md); 'clpool-info --list' lists the devices.\n";
+        std::cerr << name << ": " << e.what()
+                  << "\nFix the value (docs/CONFIGURATION.md); 'clpool-info --list' lists the devices.\n";
         return exit_bad_input;
     } catch (const std::bad_alloc& e) {
         std::cerr << name << ": out of memory: " << e.what() << "\nTry smaller sizes (--max) or a smaller trace.\n";
         return exit_failure;
     } catch (const std::exception& e) {
-        std::cerr << name << ": " << e.what() << "\nSee docs/TOOLS.md; run with --device host to rule out the driver.\n";
+        std::cerr << name << ": " << e.what()
+                  << "\nSee docs/TOOLS.md; run with --device host to rule out the driver.\n";
         return exit_failure;
     }
 }

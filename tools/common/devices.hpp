@@ -16,8 +16,8 @@ namespace clpool::tools {
 struct DeviceFacts {
     std::size_t index = 0, platform_index = 0, device_index = 0;
     std::string platform, name, type;
-    bool unified = false;           // CL_DEVICE_HOST_UNIFIED_MEMORY
-    bool fp16 = false;              // cl_khr_fp16
+    bool unified = false;  // CL_DEVICE_HOST_UNIFIED_MEMORY
+    bool fp16 = false;  // cl_khr_fp16
     std::uint64_t max_alloc = 0;
     std::uint64_t global_mem = 0;
     std::uint64_t align_bytes = 0;  // CL_DEVICE_MEM_BASE_ADDR_ALIGN in bytes

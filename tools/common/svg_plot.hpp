@@ -63,8 +63,8 @@ public:
         auto py = [&](double y) { return top + ph - std::clamp(y, 0.0, ytop) / ytop * ph; };
 
         os << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-           << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << W << "\" height=\"" << H
-           << "\" viewBox=\"0 0 " << W << ' ' << H << "\" font-family=\"sans-serif\" font-size=\"12\">\n"
+           << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << W << "\" height=\"" << H << "\" viewBox=\"0 0 "
+           << W << ' ' << H << "\" font-family=\"sans-serif\" font-size=\"12\">\n"
            << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
            << "<text x=\"" << W / 2 << "\" y=\"24\" text-anchor=\"middle\" font-size=\"16\">" << escape(title)
            << "</text>\n";
@@ -87,15 +87,15 @@ public:
         }
         for (double t : xt) {
             const double v = log2_x ? std::exp2(t) : t;
-            os << "<line x1=\"" << num(px(t)) << "\" x2=\"" << num(px(t)) << "\" y1=\"" << top << "\" y2=\""
-               << top + ph << "\" stroke=\"#eee\"/>\n"
+            os << "<line x1=\"" << num(px(t)) << "\" x2=\"" << num(px(t)) << "\" y1=\"" << top << "\" y2=\"" << top + ph
+               << "\" stroke=\"#eee\"/>\n"
                << "<text x=\"" << num(px(t)) << "\" y=\"" << top + ph + 18 << "\" text-anchor=\"middle\">"
                << escape(x_format(v)) << "</text>\n";
         }
         os << "<rect x=\"" << left << "\" y=\"" << top << "\" width=\"" << pw << "\" height=\"" << ph
            << "\" fill=\"none\" stroke=\"#333\"/>\n"
-           << "<text x=\"" << left + pw / 2 << "\" y=\"" << H - 14 << "\" text-anchor=\"middle\">"
-           << escape(x_label) << "</text>\n"
+           << "<text x=\"" << left + pw / 2 << "\" y=\"" << H - 14 << "\" text-anchor=\"middle\">" << escape(x_label)
+           << "</text>\n"
            << "<text transform=\"translate(20," << top + ph / 2 << ") rotate(-90)\" text-anchor=\"middle\">"
            << escape(y_label) << "</text>\n";
         for (std::size_t i = 0; i < series.size(); ++i) {

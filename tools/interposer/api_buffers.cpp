@@ -166,8 +166,7 @@ cl_mem create_buffer_with_properties(cl_context c, const cl_mem_properties* prop
     return m;
 }
 
-cl_mem create_sub_buffer(cl_mem parent, cl_mem_flags flags, cl_buffer_create_type type, const void* info,
-                         cl_int* err) {
+cl_mem create_sub_buffer(cl_mem parent, cl_mem_flags flags, cl_buffer_create_type type, const void* info, cl_int* err) {
     core_scope guard;
     State& st = state();
     std::unique_lock lock(st.mu);
@@ -257,21 +256,19 @@ cl_int get_mem_info(cl_mem m, cl_mem_info param, size_t size, void* value, size_
     const MemRec* rec = it->second.get();
     if (rec->refs == 0) return CL_INVALID_MEM_OBJECT;
     switch (param) {
-    case CL_MEM_REFERENCE_COUNT:
-        return answer<cl_uint>(rec->refs, size, value, size_ret);
-    case CL_MEM_SIZE:
-        return answer<size_t>(rec->size, size, value, size_ret);
-    case CL_MEM_FLAGS: {
+        case CL_MEM_REFERENCE_COUNT: return answer<cl_uint>(rec->refs, size, value, size_ret);
+        case CL_MEM_SIZE: return answer<size_t>(rec->size, size, value, size_ret);
+        case CL_MEM_FLAGS: {
         // The driver's answer (the bucket was made with the application's flags),
         // plus the COPY_HOST_PTR the core did by hand.
-        cl_mem_flags f = 0;
-        const cl_int rc = next().clGetMemObjectInfo(m, CL_MEM_FLAGS, sizeof f, &f, nullptr);
-        if (rc != CL_SUCCESS) return rc;
-        const cl_mem_flags asked = rec->parent ? rec->parent->flags : rec->flags;
-        return answer<cl_mem_flags>(f | (asked & CL_MEM_COPY_HOST_PTR), size, value, size_ret);
-    }
-    default:  // CL_MEM_OFFSET, CL_MEM_TYPE, CL_MEM_CONTEXT, CL_MEM_ASSOCIATED_MEMOBJECT, ...: the driver's are right
-        return next().clGetMemObjectInfo(m, param, size, value, size_ret);
+            cl_mem_flags f = 0;
+            const cl_int rc = next().clGetMemObjectInfo(m, CL_MEM_FLAGS, sizeof f, &f, nullptr);
+            if (rc != CL_SUCCESS) return rc;
+            const cl_mem_flags asked = rec->parent ? rec->parent->flags : rec->flags;
+            return answer<cl_mem_flags>(f | (asked & CL_MEM_COPY_HOST_PTR), size, value, size_ret);
+        }
+        default:  // CL_MEM_OFFSET, CL_MEM_TYPE, CL_MEM_CONTEXT, CL_MEM_ASSOCIATED_MEMOBJECT, ...: the driver's are right
+            return next().clGetMemObjectInfo(m, param, size, value, size_ret);
     }
 }
 

@@ -56,8 +56,7 @@ void* enqueue_map_buffer(cl_command_queue q, cl_mem m, cl_bool blocking, cl_map_
 // Checks a rectangular region of a live pooled buffer against the asked size
 // (*err = CL_INVALID_VALUE past it); returns m unchanged (the driver checks
 // everything else, against the bucket).
-static cl_mem rect_target(cl_mem m, const size_t* origin, const size_t* region, size_t row, size_t slice,
-                          cl_int* err) {
+static cl_mem rect_target(cl_mem m, const size_t* origin, const size_t* region, size_t row, size_t slice, cl_int* err) {
     State& st = state();
     std::lock_guard lock(st.mu);
     auto it = st.mems.find(m);
@@ -89,8 +88,7 @@ cl_int enqueue_write_buffer_rect(cl_command_queue q, cl_mem m, cl_bool blocking,
     cl_int err = CL_SUCCESS;
     m = rect_target(m, bo, region, brp, bsp, &err);
     if (err != CL_SUCCESS) return err;
-    return next().clEnqueueWriteBufferRect(q, m, blocking, bo, ho, region, brp, bsp, hrp, hsp, ptr, nwait, wait,
-                                           event);
+    return next().clEnqueueWriteBufferRect(q, m, blocking, bo, ho, region, brp, bsp, hrp, hsp, ptr, nwait, wait, event);
 }
 
 cl_int enqueue_copy_buffer_rect(cl_command_queue q, cl_mem src, cl_mem dst, const size_t* so, const size_t* dO,

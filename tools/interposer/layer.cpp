@@ -128,26 +128,25 @@ using namespace clpool::interpose;
 
 CLPOOL_EXPORT cl_int CL_API_CALL clGetLayerInfo(cl_layer_info param, size_t size, void* value, size_t* size_ret) {
     switch (param) {
-    case CL_LAYER_API_VERSION: {
-        const cl_layer_api_version v = CL_LAYER_API_VERSION_100;
-        if (value) {
-            if (size < sizeof v) return CL_INVALID_VALUE;
-            std::memcpy(value, &v, sizeof v);
+        case CL_LAYER_API_VERSION: {
+            const cl_layer_api_version v = CL_LAYER_API_VERSION_100;
+            if (value) {
+                if (size < sizeof v) return CL_INVALID_VALUE;
+                std::memcpy(value, &v, sizeof v);
+            }
+            if (size_ret) *size_ret = sizeof v;
+            return CL_SUCCESS;
         }
-        if (size_ret) *size_ret = sizeof v;
-        return CL_SUCCESS;
-    }
-    case CL_LAYER_NAME: {
-        static const char name[] = "clpool buffer pooling";
-        if (value) {
-            if (size < sizeof name) return CL_INVALID_VALUE;
-            std::memcpy(value, name, sizeof name);
+        case CL_LAYER_NAME: {
+            static const char name[] = "clpool buffer pooling";
+            if (value) {
+                if (size < sizeof name) return CL_INVALID_VALUE;
+                std::memcpy(value, name, sizeof name);
+            }
+            if (size_ret) *size_ret = sizeof name;
+            return CL_SUCCESS;
         }
-        if (size_ret) *size_ret = sizeof name;
-        return CL_SUCCESS;
-    }
-    default:
-        return CL_INVALID_VALUE;
+        default: return CL_INVALID_VALUE;
     }
 }
 

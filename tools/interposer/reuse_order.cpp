@@ -22,10 +22,8 @@ std::vector<cl_event> ContextOrder::fences() {
     for (cl_event e : retired_)
         if (d_->retain(e)) out.push_back(e);
     for (const Queue& q : queues_) {
-        if (cl_event marker = d_->marker(q.q))
-            out.push_back(marker);
-        else
-            d_->finish(q.q);  // cannot fence: wait instead
+        if (cl_event marker = d_->marker(q.q)) out.push_back(marker);
+        else d_->finish(q.q);  // cannot fence: wait instead
     }
     return out;
 }
@@ -53,10 +51,8 @@ void ContextOrder::end_unfenced(cl_event fence, Buffers& buffers) {
         if (mark.unfenced <= covered_) return;
         mark.unfenced = 0;
         if (!fence) return;
-        if (cached)
-            mark.fence.hold(*d_, fence);
-        else
-            live = true;
+        if (cached) mark.fence.hold(*d_, fence);
+        else live = true;
     });
     covered_ = released_;
     if (live && d_->retain(fence)) handovers_.push_back(fence);

@@ -17,8 +17,7 @@ State& state() {
         auto* st = new State;
         arm_exit_report(*st);
         if (const char* path = std::getenv("CLPOOL_TRACE"); path && *path) {
-            if (FILE* f = std::fopen(path, "w"))
-                st->trace = new Trace(f);
+            if (FILE* f = std::fopen(path, "w")) st->trace = new Trace(f);
             else
                 std::fprintf(stderr, "clpool: CLPOOL_TRACE='%s' cannot be opened for writing (%s); no trace\n", path,
                              std::strerror(errno));

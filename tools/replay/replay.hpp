@@ -83,12 +83,16 @@ inline const char* to_string(kind_choice k) noexcept {
 // The three named pools as configurations (their policies, their default caps).
 // Throws config_error if CLPOOL_MAX_CACHED_GB is invalid (PersistentBufferPool's cap).
 inline std::vector<Config> alias_configs() {
-    Config buffer{"BufferPool", bucket_scheme::pow2, false, Config{}.cap, Config{}.per_bucket, kind_choice::device,
-                  "buckets=pow2,kind=device"};
-    Config pinned{"PinnedBufferPool", bucket_scheme::pow2, false, Config{}.cap, Config{}.per_bucket,
+    Config buffer{"BufferPool",        bucket_scheme::pow2,       false, Config{}.cap, Config{}.per_bucket,
+                  kind_choice::device, "buckets=pow2,kind=device"};
+    Config pinned{"PinnedBufferPool",  bucket_scheme::pow2,       false, Config{}.cap, Config{}.per_bucket,
                   kind_choice::pinned, "buckets=pow2,kind=pinned"};
     const EnvironmentCapped caps;  // the alias's limit policy
-    Config persistent{"PersistentBufferPool", bucket_scheme::fixed, true, caps.max_bytes, caps.max_per_bucket,
+    Config persistent{"PersistentBufferPool",
+                      bucket_scheme::fixed,
+                      true,
+                      caps.max_bytes,
+                      caps.max_per_bucket,
                       kind_choice::integrated,
                       "buckets=fixed,cap=" + std::to_string(caps.max_bytes) +
                           ",per-bucket=" + std::to_string(caps.max_per_bucket) + ",kind=integrated"};
@@ -112,7 +116,8 @@ inline Config parse_config(std::string_view spec, std::size_t ordinal) {
         spec.remove_prefix(comma == std::string_view::npos ? spec.size() : comma + 1);
         const std::size_t eq = item.find('=');
         if (eq == std::string_view::npos || eq == 0)
-            throw config_spec_error("'" + std::string(item) + "' in --config is not key=value; keys: name, buckets, "
+            throw config_spec_error("'" + std::string(item) +
+                                    "' in --config is not key=value; keys: name, buckets, "
                                     "cap, per-bucket, kind");
         const std::string key(item.substr(0, eq)), value(item.substr(eq + 1));
         if (std::find(seen.begin(), seen.end(), key) != seen.end())
@@ -130,14 +135,16 @@ inline Config parse_config(std::string_view spec, std::size_t ordinal) {
             if (value == "none") continue;
             const auto b = tools::parse_bytes(value);
             if (!b || *b > std::numeric_limits<std::size_t>::max())
-                throw config_spec_error("--config cap='" + value + "'; expected a byte size (e.g. 512MiB, 1GiB) or none");
+                throw config_spec_error("--config cap='" + value +
+                                        "'; expected a byte size (e.g. 512MiB, 1GiB) or none");
             c.capped = true;
             c.cap = static_cast<std::size_t>(*b);
         } else if (key == "per-bucket") {
             if (value == "none") continue;
             std::uint64_t n = 0;
             if (!detail::parse_dec(value, n))
-                throw config_spec_error("--config per-bucket='" + value + "'; expected a count of buffers (e.g. 8) or none");
+                throw config_spec_error("--config per-bucket='" + value +
+                                        "'; expected a count of buffers (e.g. 8) or none");
             c.capped = true;
             c.per_bucket = static_cast<std::size_t>(n);
         } else if (key == "kind") {
@@ -238,7 +245,7 @@ struct Target {
     cl_device_id device = nullptr;
 #endif
     std::string description() const {
-        return what == type::host ? "host backend (aligned host memory)"
+        return what == type::host  ? "host backend (aligned host memory)"
                : what == type::sim ? "simulation (no memory made)"
                                    : "OpenCL device";
     }

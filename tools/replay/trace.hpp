@@ -197,8 +197,7 @@ inline Trace parse_trace(std::string_view text) {
         }
         trace.events.push_back(e);
     }
-    if (!header_seen)
-        throw trace_error(1, "empty file; expected the header '" + std::string(trace_header) + "'");
+    if (!header_seen) throw trace_error(1, "empty file; expected the header '" + std::string(trace_header) + "'");
     trace.lines = line_no;
     trace.live_at_end = live.size();
     for (const auto& [id, index] : live) trace.live_bytes_at_end += trace.events[index].bytes;

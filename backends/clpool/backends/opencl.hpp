@@ -46,8 +46,7 @@ namespace opencl {
 
 // True for the codes a driver returns when it has no memory to give.
 constexpr bool is_out_of_memory(cl_int code) noexcept {
-    return code == CL_MEM_OBJECT_ALLOCATION_FAILURE || code == CL_OUT_OF_RESOURCES ||
-           code == CL_OUT_OF_HOST_MEMORY;
+    return code == CL_MEM_OBJECT_ALLOCATION_FAILURE || code == CL_OUT_OF_RESOURCES || code == CL_OUT_OF_HOST_MEMORY;
 }
 
 inline void check(cl_int code, const char* what) {
@@ -240,11 +239,11 @@ private:
         cl_event done = nullptr;
         cl_int err = CL_SUCCESS;
         if (kind == MemoryKind::device_local) {
-            err = clEnqueueMigrateMemObjects(dev_.queue(), 1, &mem, CL_MIGRATE_MEM_OBJECT_CONTENT_UNDEFINED, 0,
-                                             nullptr, &done);
+            err = clEnqueueMigrateMemObjects(dev_.queue(), 1, &mem, CL_MIGRATE_MEM_OBJECT_CONTENT_UNDEFINED, 0, nullptr,
+                                             &done);
         } else {
-            void* p = clEnqueueMapBuffer(dev_.queue(), mem, CL_TRUE, CL_MAP_WRITE_INVALIDATE_REGION, 0, n, 0,
-                                         nullptr, nullptr, &err);
+            void* p = clEnqueueMapBuffer(dev_.queue(), mem, CL_TRUE, CL_MAP_WRITE_INVALIDATE_REGION, 0, n, 0, nullptr,
+                                         nullptr, &err);
             if (err == CL_SUCCESS) err = clEnqueueUnmapMemObject(dev_.queue(), mem, p, 0, nullptr, &done);
         }
         if (err == CL_SUCCESS) err = clWaitForEvents(1, &done);

@@ -69,7 +69,7 @@ constexpr bool has_abilities(backend_abilities set, backend_abilities wanted) no
 // `B::memory_type`: owner of one allocation; destroying it frees the memory.
 template <class B>
 concept backend_memory = requires { typename B::memory_type; } && std::movable<typename B::memory_type> &&
-    std::default_initializable<typename B::memory_type>;
+                         std::default_initializable<typename B::memory_type>;
 
 // The device facts the pool reads once.
 template <class B>
@@ -142,8 +142,8 @@ namespace detail {
 // that has them must declare the ability: an undeclared member would be
 // silently unused (the pool calls optional members only when declared).
 template <class B>
-concept has_event_members = requires { typename B::event_type; } || requires { &B::event_complete; } ||
-    requires { &B::wait_for; };
+concept has_event_members =
+    requires { typename B::event_type; } || requires { &B::event_complete; } || requires { &B::wait_for; };
 template <class B>
 concept has_abandon_member = requires { &B::abandon; } || requires(B& b) { b.abandon(); };
 // The bool flag older backends set; now backend_ability::free_waits_for_events.
@@ -154,9 +154,9 @@ concept has_free_waits_member = requires { B::free_waits_for_events; };
 // A backend: the required members, a well-formed declaration of abilities,
 // the members of every declared ability, and no ability member undeclared.
 template <class B>
-concept Backend = std::move_constructible<B> && backend_memory<B> && backend_limits<B> && backend_allocate<B> &&
-    backend_name<B> && backend_abilities_declaration<B> &&
-    (!backend_declares<B, backend_ability::events> || backend_events<B>) &&
+concept Backend =
+    std::move_constructible<B> && backend_memory<B> && backend_limits<B> && backend_allocate<B> && backend_name<B> &&
+    backend_abilities_declaration<B> && (!backend_declares<B, backend_ability::events> || backend_events<B>) &&
     (!backend_declares<B, backend_ability::abandon> || backend_abandon<B>) &&
     (!backend_declares<B, backend_ability::free_waits_for_events> || backend_free_waits_for_events<B>) &&
     (backend_declares<B, backend_ability::events> || !detail::has_event_members<B>) &&
@@ -169,32 +169,43 @@ namespace detail {
 // concept's own diagnostic follows then).
 template <class B>
 consteval bool diagnose_backend() {
-    static_assert(std::move_constructible<B>, "clpool: a backend must be move-constructible (a pool takes it by value)");
-    static_assert(requires { typename B::memory_type; },
-                  "clpool: the backend has no `using memory_type = ...` (the owner of one allocation)");
+    static_assert(std::move_constructible<B>,
+                  "clpool: a backend must be move-constructible (a pool takes it by value)");
+    static_assert(
+        requires { typename B::memory_type; },
+        "clpool: the backend has no `using memory_type = ...` (the owner of one allocation)");
     if constexpr (requires { typename B::memory_type; }) {
-        static_assert(backend_memory<B>, "clpool: the backend's `memory_type` must be movable and default-constructible");
-        static_assert(backend_allocate<B>, "clpool: the backend has no `Allocation<memory_type> allocate(std::size_t, "
-                                           "MemoryKind) noexcept`");
+        static_assert(backend_memory<B>,
+                      "clpool: the backend's `memory_type` must be movable and default-constructible");
+        static_assert(backend_allocate<B>,
+                      "clpool: the backend has no `Allocation<memory_type> allocate(std::size_t, "
+                      "MemoryKind) noexcept`");
     }
-    static_assert(requires(const B& cb) {
-        { cb.max_alloc_size() } noexcept -> std::same_as<std::size_t>;
-    }, "clpool: the backend has no `std::size_t max_alloc_size() const noexcept`");
-    static_assert(requires(const B& cb) {
-        { cb.unified_memory() } noexcept -> std::same_as<bool>;
-    }, "clpool: the backend has no `bool unified_memory() const noexcept`");
-    static_assert(backend_name<B>, "clpool: the backend has no `name() const` returning something convertible to "
-                                   "std::string");
-    static_assert(backend_abilities_declaration<B>,
-                  "clpool: the backend's `abilities` must be `static constexpr clpool::backend_abilities abilities = ...`");
+    static_assert(
+        requires(const B& cb) {
+            { cb.max_alloc_size() } noexcept -> std::same_as<std::size_t>;
+        }, "clpool: the backend has no `std::size_t max_alloc_size() const noexcept`");
+    static_assert(
+        requires(const B& cb) {
+            { cb.unified_memory() } noexcept -> std::same_as<bool>;
+        }, "clpool: the backend has no `bool unified_memory() const noexcept`");
+    static_assert(backend_name<B>,
+                  "clpool: the backend has no `name() const` returning something convertible to "
+                  "std::string");
+    static_assert(
+        backend_abilities_declaration<B>,
+        "clpool: the backend's `abilities` must be `static constexpr clpool::backend_abilities abilities = ...`");
     if constexpr (backend_declares<B, backend_ability::events>) {
-        static_assert(backend_event_type<B>,
-                      "clpool: the backend declares backend_ability::events but has no copyable `using event_type = ...`");
+        static_assert(
+            backend_event_type<B>,
+            "clpool: the backend declares backend_ability::events but has no copyable `using event_type = ...`");
         if constexpr (backend_event_type<B>) {
-            static_assert(backend_event_complete<B>, "clpool: the backend declares backend_ability::events but has no "
-                                                     "`static bool event_complete(const event_type&) noexcept`");
-            static_assert(backend_wait_for<B>, "clpool: the backend declares backend_ability::events but has no "
-                                               "`static void wait_for(const event_type*, std::size_t) noexcept`");
+            static_assert(backend_event_complete<B>,
+                          "clpool: the backend declares backend_ability::events but has no "
+                          "`static bool event_complete(const event_type&) noexcept`");
+            static_assert(backend_wait_for<B>,
+                          "clpool: the backend declares backend_ability::events but has no "
+                          "`static void wait_for(const event_type*, std::size_t) noexcept`");
         }
     } else {
         static_assert(!has_event_members<B>,

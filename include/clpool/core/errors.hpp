@@ -13,9 +13,8 @@ class out_of_memory : public std::bad_alloc {
 public:
     out_of_memory(std::size_t requested, std::size_t pool_held, int native_code, std::string pool_name)
         : requested_(requested), pool_held_(pool_held), native_code_(native_code),
-          message_("clpool: " + pool_name + " out of memory: asked for " + std::to_string(requested) +
-                   " bytes with " + std::to_string(pool_held) +
-                   " bytes held by the pool after giving its cache back; driver code " +
+          message_("clpool: " + pool_name + " out of memory: asked for " + std::to_string(requested) + " bytes with " +
+                   std::to_string(pool_held) + " bytes held by the pool after giving its cache back; driver code " +
                    std::to_string(native_code)) {}
 
     const char* what() const noexcept override { return message_.c_str(); }
@@ -34,8 +33,8 @@ private:
 class size_error : public std::length_error {
 public:
     size_error(std::size_t requested, std::size_t limit, const char* why)
-        : std::length_error("clpool: cannot allocate " + std::to_string(requested) + " bytes: " + why +
-                            " (limit " + std::to_string(limit) + " bytes)"),
+        : std::length_error("clpool: cannot allocate " + std::to_string(requested) + " bytes: " + why + " (limit " +
+                            std::to_string(limit) + " bytes)"),
           requested_(requested), limit_(limit) {}
     std::size_t requested() const noexcept { return requested_; }
     std::size_t limit() const noexcept { return limit_; }

@@ -22,30 +22,36 @@ namespace clpool {
 //   stats(lists)                lists.snapshot() with the front's buffers and hits folded in
 // The exact bucket always belongs to the shared lists.
 template <class F, class Lists>
-concept PoolFront = requires(F& f, const F& cf, Lists& lists, const Lists& clists,
-                             typename Lists::block_type* b, std::size_t n) {
-    { f.take(lists, n, n) } noexcept -> std::same_as<typename Lists::block_type*>;
-    { f.put(lists, b, n) } noexcept -> std::same_as<bool>;
-    { f.flush(lists) } noexcept;
-    { f.detach(lists) } noexcept;
-    { f.abandon() } noexcept;
-    { cf.stats(clists) } -> std::same_as<decltype(clists.snapshot())>;
-};
+concept PoolFront =
+    requires(F& f, const F& cf, Lists& lists, const Lists& clists, typename Lists::block_type* b, std::size_t n) {
+        { f.take(lists, n, n) } noexcept -> std::same_as<typename Lists::block_type*>;
+        { f.put(lists, b, n) } noexcept -> std::same_as<bool>;
+        { f.flush(lists) } noexcept;
+        { f.detach(lists) } noexcept;
+        { f.abandon() } noexcept;
+        { cf.stats(clists) } -> std::same_as<decltype(clists.snapshot())>;
+    };
 
 // The front of NoLock, SingleMutex, Striped and LockedBy: none. An empty type
 // whose calls do nothing, so the pool's calls to it compile away.
 struct no_front {
     template <class Lists>
-    static constexpr typename Lists::block_type* take(Lists&, std::size_t, std::size_t) noexcept { return nullptr; }
+    static constexpr typename Lists::block_type* take(Lists&, std::size_t, std::size_t) noexcept {
+        return nullptr;
+    }
     template <class Lists>
-    static constexpr bool put(Lists&, typename Lists::block_type*, std::size_t) noexcept { return false; }
+    static constexpr bool put(Lists&, typename Lists::block_type*, std::size_t) noexcept {
+        return false;
+    }
     template <class Lists>
     static constexpr void flush(Lists&) noexcept {}
     template <class Lists>
     static constexpr void detach(Lists&) noexcept {}
     static constexpr void abandon() noexcept {}
     template <class Lists>
-    static auto stats(const Lists& lists) { return lists.snapshot(); }
+    static auto stats(const Lists& lists) {
+        return lists.snapshot();
+    }
 };
 
 namespace detail {

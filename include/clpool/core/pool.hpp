@@ -157,8 +157,7 @@ private:
             const std::size_t held = lists_.on_failure(index);
             if (result.status == AllocStatus::out_of_memory)
                 throw out_of_memory(nbytes, held, result.native_code, backend_.name());
-            throw driver_error(std::string(backend_.name()) + " allocation of " + std::to_string(bytes) +
-                                   " bytes",
+            throw driver_error(std::string(backend_.name()) + " allocation of " + std::to_string(bytes) + " bytes",
                                result.native_code);
         }
         auto* b = new block_type;  // on failure, result.memory frees itself

@@ -192,8 +192,7 @@ public:
     PoolStats snapshot() const {
         PoolStats out;
         std::array<std::unique_lock<typename Locks::mutex_type>, Locks::stripes> locks;
-        for (std::size_t i = 0; i < Locks::stripes; ++i)
-            locks[i] = std::unique_lock(stripes_[i].mutex);
+        for (std::size_t i = 0; i < Locks::stripes; ++i) locks[i] = std::unique_lock(stripes_[i].mutex);
         for (const auto& st : stripes_) {
             const auto& s = st.counters;
             out.hits += s.hits;
@@ -213,8 +212,8 @@ public:
         for (std::size_t i = 0; i < buckets_.size(); ++i) {
             const auto& b = buckets_[i].counts;
             if (b.hits + b.misses + b.cached + b.in_use + b.pending == 0) continue;
-            out.buckets.push_back({i == exact_bucket ? 0 : size_of(i), b.hits, b.misses, b.evictions, b.cached,
-                                   b.in_use, b.pending});
+            out.buckets.push_back(
+                {i == exact_bucket ? 0 : size_of(i), b.hits, b.misses, b.evictions, b.cached, b.in_use, b.pending});
         }
         return out;
     }
@@ -260,7 +259,10 @@ private:
             auto& b = *it;
             const bool done = std::all_of(b.events.begin(), b.events.end(),
                                           [](const event_type& e) { return traits::event_complete(e); });
-            if (!done) { ++it; continue; }
+            if (!done) {
+                ++it;
+                continue;
+            }
             b.events.clear();
             it = bucket.pending.erase(it);
             bucket.free.push_front(b);

@@ -71,7 +71,7 @@ inline std::string list_for_error(std::span<const DeviceDescription> devices) {
 // message. Throws config_error naming the selector and listing every device
 // if nothing matches. Pure: touches no driver. Thread-safe.
 inline DeviceMatch match_device(std::string_view selector, std::span<const DeviceDescription> devices,
-                                 std::string_view source = "device selector") {
+                                std::string_view source = "device selector") {
     const std::string spec = detail::lower(selector);
     auto fail = [&](const std::string& why) -> DeviceMatch {
         throw config_error("clpool: " + std::string(source) + "='" + std::string(selector) + "' " + why +

@@ -104,7 +104,9 @@ public:
     PinnedAllocator(const PinnedAllocator<U>& other) noexcept : arena_(other.arena_) {}
 
     T* allocate(std::size_t n) {
-        if (!arena_) throw usage_error("clpool: PinnedAllocator was default-constructed; construct it from a queue or a PinnedBufferPool");
+        if (!arena_)
+            throw usage_error(
+                "clpool: PinnedAllocator was default-constructed; construct it from a queue or a PinnedBufferPool");
         // std::allocator's exception for this case: what containers and their callers expect.
         if (n > std::numeric_limits<std::size_t>::max() / sizeof(T)) throw std::bad_array_new_length();
         return static_cast<T*>(arena_->allocate(n * sizeof(T), alignof(T)));

@@ -66,7 +66,8 @@ inline void check_range(std::size_t offset, std::size_t n, std::size_t limit, co
         throw usage_error("clpool: transfer of " + std::to_string(n) +
                           " bytes with a null host pointer (only a transfer of 0 bytes may pass nullptr)");
     if (offset > limit || n > limit - offset)
-        throw size_error(n, limit, ("transfer at offset " + std::to_string(offset) + " runs past the device buffer").c_str());
+        throw size_error(n, limit,
+                         ("transfer at offset " + std::to_string(offset) + " runs past the device buffer").c_str());
 }
 
 inline void validate_options(const TransferOptions& o) {
@@ -96,8 +97,9 @@ inline cl::Event direct(const cl::CommandQueue& q, bool write, const cl::Buffer&
     std::vector<cl_event> raw;
     const cl_event* wl = raw_events(wait_for, raw);
     cl_event ev = nullptr;
-    const cl_int err = write ? clEnqueueWriteBuffer(q(), dev(), blocking, off, n, host, static_cast<cl_uint>(raw.size()), wl, &ev)
-                             : clEnqueueReadBuffer(q(), dev(), blocking, off, n, host, static_cast<cl_uint>(raw.size()), wl, &ev);
+    const cl_int err =
+        write ? clEnqueueWriteBuffer(q(), dev(), blocking, off, n, host, static_cast<cl_uint>(raw.size()), wl, &ev)
+              : clEnqueueReadBuffer(q(), dev(), blocking, off, n, host, static_cast<cl_uint>(raw.size()), wl, &ev);
     opencl::check(err, write ? "clEnqueueWriteBuffer" : "clEnqueueReadBuffer");
     if (!blocking) clFlush(q());  // a blocking call has submitted and finished it
     return cl::Event(ev, false);

@@ -21,8 +21,9 @@ class host_pool_slot {
 public:
     static PoolT& get() {
         if (shut_down())
-            throw usage_error("clpool: get_host_*_pool called after clpool::shutdown(); no pool accepts work "
-                              "once shutdown() has run");
+            throw usage_error(
+                "clpool: get_host_*_pool called after clpool::shutdown(); no pool accepts work "
+                "once shutdown() has run");
         entry* e = current().load(std::memory_order_acquire);
         const auto gen = fork_generation();
         if (e && e->generation == gen) return e->pool;

@@ -46,8 +46,9 @@ public:
 
     PoolT& get(const cl::CommandQueue& queue) {
         if (shut_down())
-            throw usage_error("clpool: get_*_pool called after clpool::shutdown(); no pool accepts work once "
-                              "shutdown() has run");
+            throw usage_error(
+                "clpool: get_*_pool called after clpool::shutdown(); no pool accepts work once "
+                "shutdown() has run");
         cl_context ctx = nullptr;
         opencl::check(clGetCommandQueueInfo(queue(), CL_QUEUE_CONTEXT, sizeof ctx, &ctx, nullptr),
                       "clGetCommandQueueInfo");

@@ -23,8 +23,8 @@ inline std::uint64_t parse_gib(std::string_view name, std::string_view text) {
     char* end = nullptr;
     errno = 0;
     // Plain decimal only: strtod alone would also take spaces, signs, hex and exponents.
-    const bool decimal = !s.empty() && s[0] != '.' &&
-                         s.find_first_not_of("0123456789.") == std::string::npos && s.find('.') == s.rfind('.');
+    const bool decimal = !s.empty() && s[0] != '.' && s.find_first_not_of("0123456789.") == std::string::npos &&
+                         s.find('.') == s.rfind('.');
     const double gib = decimal ? std::strtod(s.c_str(), &end) : std::nan("");
     if (!decimal || errno != 0 || end != s.c_str() + s.size() || !std::isfinite(gib) || gib < 0 ||
         gib > 1024.0 * 1024.0) {
@@ -40,8 +40,7 @@ inline bool parse_bool(std::string_view name, std::string_view text) {
         if (text == t) return true;
     for (auto f : {"0", "false", "off", "no"})
         if (text == f) return false;
-    throw config_error("clpool: " + std::string(name) + "='" + std::string(text) +
-                       "' is not a boolean; use 0 or 1");
+    throw config_error("clpool: " + std::string(name) + "='" + std::string(text) + "' is not a boolean; use 0 or 1");
 }
 
 inline std::optional<std::string> read(const char* name) {

@@ -52,7 +52,7 @@ struct interrupt_handler {
     InterruptHandlerOptions options;
     sem_t wake;                              // sem_post is async-signal-safe
     std::atomic<int> signal_received{0};
-    struct sigaction previous_int {}, previous_term {};
+    struct sigaction previous_int{}, previous_term{};
 
     static std::atomic<interrupt_handler*>& current() noexcept {
         static std::atomic<interrupt_handler*> h{nullptr};
@@ -86,7 +86,8 @@ struct interrupt_handler {
         for (auto q : qs) {
             WaitOptions w;
             w.stop = &never;
-            w.timeout = std::max(std::chrono::nanoseconds(0), std::chrono::nanoseconds(deadline - std::chrono::steady_clock::now()));
+            w.timeout = std::max(std::chrono::nanoseconds(0),
+                                 std::chrono::nanoseconds(deadline - std::chrono::steady_clock::now()));
             if (finish_interruptible(q, w) != WaitStatus::complete) return false;
         }
 #endif
@@ -96,8 +97,7 @@ struct interrupt_handler {
     // The watchdog: normal code, may call the driver.
     void run() noexcept {
         for (;;) {
-            while (sem_wait(&wake) != 0 && errno == EINTR) {
-            }
+            while (sem_wait(&wake) != 0 && errno == EINTR) {}
             const int sig = signal_received.exchange(0, std::memory_order_acq_rel);
             if (sig == SIGINT) {
                 // First Ctrl+C: the program sees interrupt_requested() and may
@@ -136,7 +136,7 @@ inline bool install_interrupt_handler(const InterruptHandlerOptions& options = {
     sem_init(&h->wake, 0, 0);
     std::thread([h] { h->run(); }).detach();
     detail::interrupt_handler::current().store(h, std::memory_order_release);
-    struct sigaction sa {};
+    struct sigaction sa{};
     sa.sa_handler = &detail::interrupt_handler::on_signal;
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_RESTART;

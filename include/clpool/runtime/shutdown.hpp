@@ -61,8 +61,7 @@ inline ShutdownReport shutdown() noexcept {
     auto& queues = detail::queue_registry::instance();
     try {
         r.queues = queues.queues().size();
-    } catch (...) {
-    }
+    } catch (...) {}
     r.queues_failed = queues.finish_all();
 #endif
     // Every registry made in this process (pools/registry.hpp,

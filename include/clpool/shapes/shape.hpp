@@ -14,16 +14,37 @@ namespace clpool {
 // The element type stored in a shape. Codes are fixed (they are what kernels
 // read from the device mirror); 0 is never valid.
 enum class ElementType : std::int64_t {
-    f16 = 1, bf16, f32, f64, i8, i16, i32, i64, u8, u16, u32, u64, boolean,
+    f16 = 1,
+    bf16,
+    f32,
+    f64,
+    i8,
+    i16,
+    i32,
+    i64,
+    u8,
+    u16,
+    u32,
+    u64,
+    boolean,
 };
 
 // Bytes per element; 0 for a value outside the enum.
 constexpr std::size_t element_size(ElementType t) noexcept {
     switch (t) {
-        case ElementType::i8: case ElementType::u8: case ElementType::boolean: return 1;
-        case ElementType::f16: case ElementType::bf16: case ElementType::i16: case ElementType::u16: return 2;
-        case ElementType::f32: case ElementType::i32: case ElementType::u32: return 4;
-        case ElementType::f64: case ElementType::i64: case ElementType::u64: return 8;
+        case ElementType::i8:
+        case ElementType::u8:
+        case ElementType::boolean: return 1;
+        case ElementType::f16:
+        case ElementType::bf16:
+        case ElementType::i16:
+        case ElementType::u16: return 2;
+        case ElementType::f32:
+        case ElementType::i32:
+        case ElementType::u32: return 4;
+        case ElementType::f64:
+        case ElementType::i64:
+        case ElementType::u64: return 8;
     }
     return 0;
 }

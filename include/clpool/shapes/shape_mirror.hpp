@@ -33,8 +33,7 @@ class ShapeMirror {
 public:
     // `queue` must belong to the pool's context; the pool must outlive the
     // mirror's calls (not the buffers: pooled handles outlive their pool).
-    ShapeMirror(PoolT& pool, cl::CommandQueue queue)
-        : pool_(pool), queue_(std::move(queue)), id_(next_id()) {}
+    ShapeMirror(PoolT& pool, cl::CommandQueue queue) : pool_(pool), queue_(std::move(queue)), id_(next_id()) {}
     ShapeMirror(const ShapeMirror&) = delete;
     ShapeMirror& operator=(const ShapeMirror&) = delete;
 
@@ -57,9 +56,8 @@ public:
         const cl_int err = clEnqueueWriteBuffer(queue_(), fresh->handle.buffer()(), CL_TRUE, 0, s.size_bytes(),
                                                 s.data(), 0, nullptr, nullptr);
         if (err != CL_SUCCESS)
-            throw driver_error("ShapeMirror upload of " + std::to_string(s.size_bytes()) +
-                                   " bytes: clEnqueueWriteBuffer",
-                               err);
+            throw driver_error(
+                "ShapeMirror upload of " + std::to_string(s.size_bytes()) + " bytes: clEnqueueWriteBuffer", err);
         // Publish, unless another thread published this mirror's copy first.
         detail::shape_attachment* head = e->attachments.load(std::memory_order_acquire);
         for (;;) {

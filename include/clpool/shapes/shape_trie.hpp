@@ -100,14 +100,12 @@ public:
 
     // As above with explicit strides (in elements, one per extent), for views.
     // Also throws shape_error when strides.size() != extents.size().
-    Shape intern(std::span<const std::int64_t> extents, std::span<const std::int64_t> strides, ElementType t,
-                 Order o) {
+    Shape intern(std::span<const std::int64_t> extents, std::span<const std::int64_t> strides, ElementType t, Order o) {
         check_rank(extents.size(), extents);
         if (strides.size() != extents.size())
             throw shape_error(shape_error::reason::strides_mismatch,
-                              std::to_string(strides.size()) + " strides " + shape_error::list(strides) +
-                                  " for rank " + std::to_string(extents.size()) + " extents " +
-                                  shape_error::list(extents));
+                              std::to_string(strides.size()) + " strides " + shape_error::list(strides) + " for rank " +
+                                  std::to_string(extents.size()) + " extents " + shape_error::list(extents));
         return intern_key(key_of(extents, strides.data(), t, o));
     }
 
@@ -120,15 +118,14 @@ public:
         if (buffer.empty()) throw shape_error(shape_error::reason::bad_buffer, "empty canonical buffer");
         const std::int64_t r = buffer[0];
         if (r < 0 || static_cast<std::uint64_t>(r) > max_rank)
-            throw shape_error(shape_error::reason::rank_too_high,
-                              "rank " + std::to_string(r) + " is outside the supported range 0.." +
-                                  std::to_string(max_rank));
+            throw shape_error(
+                shape_error::reason::rank_too_high,
+                "rank " + std::to_string(r) + " is outside the supported range 0.." + std::to_string(max_rank));
         const auto rank = static_cast<std::size_t>(r);
         if (buffer.size() != shape_words(rank))
             throw shape_error(shape_error::reason::bad_buffer,
                               "canonical buffer of rank " + std::to_string(rank) + " has " +
-                                  std::to_string(buffer.size()) + " words, needs " +
-                                  std::to_string(shape_words(rank)));
+                                  std::to_string(buffer.size()) + " words, needs " + std::to_string(shape_words(rank)));
         const std::int64_t* w = buffer.data();
         key k = key_of(std::span(w + 1, rank), w + 1 + rank, static_cast<ElementType>(w[2 * rank + 1]),
                        static_cast<Order>(w[2 * rank + 2]));
@@ -206,8 +203,7 @@ public:
             if (entries != st.entries || inner != st.inner_nodes)
                 throw internal_error("clpool: shape trie: stripe " + std::to_string(i) + " counts " +
                                      std::to_string(st.entries) + " entries / " + std::to_string(st.inner_nodes) +
-                                     " nodes, walk found " + std::to_string(entries) + " / " +
-                                     std::to_string(inner));
+                                     " nodes, walk found " + std::to_string(entries) + " / " + std::to_string(inner));
             total += entries;
         }
         return total;
@@ -268,15 +264,15 @@ private:
                 return diff == 0;
             }
             for (std::uint32_t i = 0; i < rank; ++i)
-                diff |= static_cast<std::uint64_t>(w[i] ^ extents[i]) | static_cast<std::uint64_t>(w[rank + i] ^ strides[i]);
+                diff |= static_cast<std::uint64_t>(w[i] ^ extents[i]) |
+                        static_cast<std::uint64_t>(w[rank + i] ^ strides[i]);
             return diff == 0;
         }
     };
 
     static std::size_t stripe_count(std::size_t n) {
         if (n == 0 || n > 65536)
-            throw config_error("clpool: ShapeTrie stripe count " + std::to_string(n) +
-                               " is outside 1..65536");
+            throw config_error("clpool: ShapeTrie stripe count " + std::to_string(n) + " is outside 1..65536");
         return std::bit_ceil(n);
     }
 
@@ -309,8 +305,12 @@ private:
     // extents. Independent multiplies (they run in parallel), then one mix.
     key key_of(std::span<const std::int64_t> extents, const std::int64_t* strides, ElementType t,
                Order o) const noexcept {
-        key k{extents.data(), strides, {static_cast<std::int64_t>(t), static_cast<std::int64_t>(o)}, nullptr,
-              static_cast<std::uint32_t>(extents.size()), 0};
+        key k{extents.data(),
+              strides,
+              {static_cast<std::int64_t>(t), static_cast<std::int64_t>(o)},
+              nullptr,
+              static_cast<std::uint32_t>(extents.size()),
+              0};
         static constexpr std::uint64_t mul[4] = {0x9E3779B97F4A7C15ull, 0xC2B2AE3D27D4EB4Full, 0x165667B19E3779F9ull,
                                                  0xD6E8FEB86659FD93ull};
         std::uint64_t h = extents.size();
@@ -377,9 +377,9 @@ private:
         bool overflow = false;
         for (std::uint32_t i = 0; i < k.rank; ++i) {
             if (ext[i] < 0)
-                throw shape_error(shape_error::reason::negative_extent,
-                                  "extent " + std::to_string(i) + " of " + shape_error::list(ext) + " is " +
-                                      std::to_string(ext[i]) + ", below 0");
+                throw shape_error(shape_error::reason::negative_extent, "extent " + std::to_string(i) + " of " +
+                                                                            shape_error::list(ext) + " is " +
+                                                                            std::to_string(ext[i]) + ", below 0");
             overflow = overflow || __builtin_mul_overflow(count, ext[i], &count);
         }
         const auto t = static_cast<ElementType>(k.tail[0]);
@@ -394,14 +394,12 @@ private:
         std::int64_t bytes = 0;
         if (overflow || __builtin_mul_overflow(count, static_cast<std::int64_t>(esize), &bytes))
             throw shape_error(shape_error::reason::count_overflow,
-                              "the element count of extents " + shape_error::list(ext) + " (" +
-                                  std::to_string(esize) + "-byte elements) overflows int64 (limit " +
-                                  std::to_string(INT64_MAX) + " bytes)");
+                              "the element count of extents " + shape_error::list(ext) + " (" + std::to_string(esize) +
+                                  "-byte elements) overflows int64 (limit " + std::to_string(INT64_MAX) + " bytes)");
         if (k.count_word && *k.count_word != count)
             throw shape_error(shape_error::reason::bad_buffer,
-                              "canonical buffer count word " + std::to_string(*k.count_word) +
-                                  " is not the product " + std::to_string(count) + " of extents " +
-                                  shape_error::list(ext));
+                              "canonical buffer count word " + std::to_string(*k.count_word) + " is not the product " +
+                                  std::to_string(count) + " of extents " + shape_error::list(ext));
         return count;
     }
 
@@ -448,7 +446,8 @@ private:
         for (;;) {
             const slot cur = at->load(std::memory_order_relaxed);
             if (detail::is_leaf(cur) || detail::inner_of(cur)->depth >= d) break;
-            at = detail::inner_of(cur)->child(k.word(detail::inner_of(cur)->depth));  // present: k agrees with `near` before d
+            at = detail::inner_of(cur)->child(
+                k.word(detail::inner_of(cur)->depth));  // present: k agrees with `near` before d
         }
         const slot cur = at->load(std::memory_order_relaxed);
         if (d == len) {  // `near` is this very shape (so cur is its leaf)
@@ -619,8 +618,7 @@ public:
     // and element type t (as intern would make it), or nullptr if it is
     // not interned now. Never throws, never inserts: a rank above
     // max_rank or an invalid shape is simply not found.
-    const std::int64_t* find(std::span<const std::int64_t> extents, ElementType t,
-                             Order o = Order::c) const noexcept {
+    const std::int64_t* find(std::span<const std::int64_t> extents, ElementType t, Order o = Order::c) const noexcept {
         if (extents.size() > max_rank) return nullptr;
         return hit(trie_.key_of(extents, nullptr, t, o));
     }

@@ -21,9 +21,7 @@ struct PowerOfTwoBuckets {
         if (n <= (std::size_t{1} << min_shift)) return 0;
         return static_cast<std::size_t>(std::bit_width(n - 1)) - min_shift;  // ceil(log2 n) - min_shift
     }
-    static constexpr std::size_t size_from_index(std::size_t i) noexcept {
-        return std::size_t{1} << (i + min_shift);
-    }
+    static constexpr std::size_t size_from_index(std::size_t i) noexcept { return std::size_t{1} << (i + min_shift); }
 };
 
 // The fixed set of the netcl PersistentBufferPool: 1 KiB, 4 KiB, ... 256 MiB

@@ -9,14 +9,18 @@ namespace clpool {
 // Device-local memory: fastest for kernels on a discrete GPU.
 struct DeviceLocal {
     template <class Backend>
-    constexpr MemoryKind kind(const Backend&) const noexcept { return MemoryKind::device_local; }
+    constexpr MemoryKind kind(const Backend&) const noexcept {
+        return MemoryKind::device_local;
+    }
 };
 
 // Pinned (page-locked) host memory: DMA-able staging for fast transfers; costs
 // host RAM the OS cannot swap out.
 struct HostPinned {
     template <class Backend>
-    constexpr MemoryKind kind(const Backend&) const noexcept { return MemoryKind::host_pinned; }
+    constexpr MemoryKind kind(const Backend&) const noexcept {
+        return MemoryKind::host_pinned;
+    }
 };
 
 // Host-pinned where the device shares host memory (integrated GPUs, CPUs),

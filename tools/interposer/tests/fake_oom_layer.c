@@ -14,7 +14,10 @@ static const struct _cl_icd_dispatch* below;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static size_t live_bytes, budget;
 
-struct tracked { cl_mem mem; size_t size; };
+struct tracked {
+    cl_mem mem;
+    size_t size;
+};
 static struct tracked live[4096];
 static int nlive;
 

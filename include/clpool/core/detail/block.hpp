@@ -32,8 +32,8 @@ struct block {
 };
 
 template <class Block>
-using block_list = boost::intrusive::list<
-    Block, boost::intrusive::member_hook<Block, decltype(Block::hook), &Block::hook>,
-    boost::intrusive::constant_time_size<false>>;
+using block_list =
+    boost::intrusive::list<Block, boost::intrusive::member_hook<Block, decltype(Block::hook), &Block::hook>,
+                           boost::intrusive::constant_time_size<false>>;
 
 }  // namespace clpool::detail

@@ -16,7 +16,9 @@ public:
     std::size_t add(std::size_t n) noexcept { return value_ += n; }
     void sub(std::size_t n) noexcept { value_ -= n; }
     std::size_t load() const noexcept { return value_; }
-    void max(std::size_t v) noexcept { if (v > value_) value_ = v; }
+    void max(std::size_t v) noexcept {
+        if (v > value_) value_ = v;
+    }
     // Adds n if admit(value before) says yes.
     template <class Admit>
     bool try_reserve(std::size_t n, Admit admit) noexcept {
@@ -58,7 +60,9 @@ class null_counter {
 public:
     void sub(std::size_t) noexcept {}
     template <class Admit>
-    bool try_reserve(std::size_t, Admit admit) noexcept { return admit(0); }
+    bool try_reserve(std::size_t, Admit admit) noexcept {
+        return admit(0);
+    }
 };
 
 }  // namespace clpool::detail

@@ -100,8 +100,7 @@ public:
             try {
                 jobs_.push_back(&j);
                 posted = true;
-            } catch (...) {
-            }
+            } catch (...) {}
             available_.store(jobs_.size(), std::memory_order_release);
             wake = std::min<std::size_t>(sleepers_, parts - 1);
         }

@@ -43,9 +43,7 @@ struct shape_inner : epoch_retired {
 
     const std::int64_t* keys() const noexcept { return reinterpret_cast<const std::int64_t*>(this + 1); }
     std::int64_t* keys() noexcept { return reinterpret_cast<std::int64_t*>(this + 1); }
-    std::atomic<shape_slot>* kids() noexcept {
-        return reinterpret_cast<std::atomic<shape_slot>*>(keys() + count);
-    }
+    std::atomic<shape_slot>* kids() noexcept { return reinterpret_cast<std::atomic<shape_slot>*>(keys() + count); }
     const std::atomic<shape_slot>* kids() const noexcept {
         return reinterpret_cast<const std::atomic<shape_slot>*>(keys() + count);
     }
@@ -129,7 +127,8 @@ private:
     shape_inner(std::uint32_t d, std::uint32_t c) noexcept : depth(d), count(c) {}
 
     static shape_inner* make(std::uint32_t depth, std::uint32_t count) {
-        void* p = ::operator new(sizeof(shape_inner) + std::size_t{count} * (sizeof(std::int64_t) + sizeof(shape_slot)));
+        void* p =
+            ::operator new(sizeof(shape_inner) + std::size_t{count} * (sizeof(std::int64_t) + sizeof(shape_slot)));
         auto* n = new (p) shape_inner(depth, count);
         for (std::uint32_t i = 0; i < count; ++i) new (&n->kids()[i]) std::atomic<shape_slot>(0);
         live_count().fetch_add(1, std::memory_order_relaxed);

@@ -25,7 +25,7 @@ using spin_lock = clpool::SpinMutex;
 // registry; the last of the two to let go deletes it.
 struct magazine_base {
     spin_lock lock;
-    void* lists = nullptr;                           // its pool's shared lists; guarded by lock; nullptr once detached
+    void* lists = nullptr;  // its pool's shared lists; guarded by lock; nullptr once detached
     void (*flush)(magazine_base*) noexcept = nullptr;  // gives every buffer back to `lists` (lock held)
     void (*destroy)(magazine_base*) noexcept = nullptr;
     std::atomic<int> refs{2};
