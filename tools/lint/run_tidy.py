@@ -59,6 +59,9 @@ def header_db(build, only):
     return out
 
 
+REPORTED_ONLY = {"misc-include-cleaner"}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("build", help="build tree with compile_commands.json and tests/header_check")
@@ -81,7 +84,7 @@ def main():
     if not runner or not tidy:
         sys.exit(f"run_tidy: {args.clang_tidy} or its run-clang-tidy not found (Debian: apt install clang-tidy-19)")
     cmd = [runner, "-p", str(dbdir), "-j", str(args.j), "-quiet", "-clang-tidy-binary", tidy,
-           "-warnings-as-errors=*"]
+           "-warnings-as-errors=*," + ",".join("-" + c for c in sorted(REPORTED_ONLY))]
     print(f"run_tidy: {len(entries)} headers, {args.j} jobs: {' '.join(cmd)}", flush=True)
     start = time.monotonic()
     proc = subprocess.run(cmd, capture_output=True, text=True)
@@ -103,7 +106,9 @@ def main():
     print(f"run_tidy: {len(findings)} findings in {len(entries)} headers ({report}); {seconds:.0f} s")
     if proc.returncode != 0 and not findings:
         print(proc.stdout[-4000:] + proc.stderr[-4000:], file=sys.stderr)
-    return 1 if findings or proc.returncode != 0 else 0
+    # misc-include-cleaner is reported, not enforced yet (-warnings-as-errors above leaves it out).
+    enforced = [c for _, c in findings if c not in REPORTED_ONLY]
+    return 1 if enforced or proc.returncode != 0 else 0
 
 
 if __name__ == "__main__":

@@ -84,6 +84,8 @@ inline DeviceMatch match_device(std::string_view selector, std::span<const Devic
     if (spec == "host") return {BackendKind::host, 0};
     if (spec == "auto") {
         if (devices.empty()) return {BackendKind::host, 0};
+        // Not empty, and the predicate takes any device: prefer_gpu finds one.
+        // NOLINTNEXTLINE(bugprone-unchecked-optional-access)
         return opencl(*detail::prefer_gpu(devices, [](const auto&) { return true; }));
     }
     for (auto [word, type] : {std::pair{"gpu", DeviceType::gpu}, std::pair{"cpu", DeviceType::cpu},

@@ -218,7 +218,7 @@ inline std::size_t auto_chunk_cap(std::size_t n) noexcept {
 }
 inline std::size_t chunk_for(std::size_t n, const TransferOptions& o) {
     const std::size_t cap = o.chunk_bytes ? o.chunk_bytes : auto_chunk_cap(n);
-    std::size_t piece = 64 * 1024;
+    std::size_t piece = std::size_t{64} * 1024;
     const std::size_t want = (n + o.staging_buffers - 1) / o.staging_buffers;
     while (piece < want && piece < cap) piece *= 2;
     return std::min({cap, piece, n});

@@ -254,7 +254,8 @@ private:
         }
         bool matches(const entry* e) const noexcept {
             const std::int64_t* w = e->data() + 1;
-            if (w[2 * rank] != tail[0] || w[2 * rank + 1] != tail[1]) return false;
+            const std::size_t at = 2 * std::size_t{rank};
+            if (w[at] != tail[0] || w[at + 1] != tail[1]) return false;
             // A word loop, not memcmp: ranks are small, and it is inlined.
             // OR-ing the differences keeps it branch-free.
             std::uint64_t diff = 0;

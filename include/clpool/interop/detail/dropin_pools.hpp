@@ -46,7 +46,7 @@ public:
                 clReleaseMemObject(sub);
                 return nullptr;
             }
-            held.release();  // the callback owns it now
+            [[maybe_unused]] auto* owned_by_callback = held.release();
             if (flags & CL_MEM_COPY_HOST_PTR) {
                 err = clEnqueueWriteBuffer(writer, sub, CL_TRUE, 0, size, host_ptr, 0, nullptr, nullptr);
                 if (err != CL_SUCCESS) {

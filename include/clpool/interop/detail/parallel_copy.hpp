@@ -127,7 +127,8 @@ public:
     }
 
 private:
-    static constexpr std::size_t min_piece = 64 * 1024;  // large enough that one atomic add per claim is noise
+    // Large enough that one atomic add per claim is noise.
+    static constexpr std::size_t min_piece = std::size_t{64} * 1024;
     // How long a worker waits hot for the next job before it sleeps.
     static constexpr std::chrono::microseconds worker_spin{200};
 
