@@ -12,6 +12,10 @@
 #include "../mock_backend.hpp"
 
 #include <clpool/core/pool.hpp>
+#include <clpool/policies/bucket.hpp>
+#include <clpool/policies/flags.hpp>
+#include <clpool/policies/limits.hpp>
+#include <clpool/policies/locks.hpp>
 
 #include <cstdint>
 #include <cstdio>
