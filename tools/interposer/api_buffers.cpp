@@ -4,6 +4,8 @@
 
 #include <clpool/interop/detail/poolable.hpp>
 
+#include <cstdio>
+
 namespace clpool::interpose {
 namespace {
 
@@ -119,7 +121,6 @@ cl_mem create_pooled(State& st, cl_context c, cl_mem_flags flags, std::size_t si
     MemRec* rec = nullptr;
     if (auto t = st.mems.find(bucket); t != st.mems.end()) {
         rec = t->second.get();  // the bucket's tombstone: it serves again
-        release_dead_subs(st, rec);
     } else {
         auto owned = std::make_unique<MemRec>();
         rec = owned.get();
@@ -132,6 +133,7 @@ cl_mem create_pooled(State& st, cl_context c, cl_mem_flags flags, std::size_t si
     rec->refs = 1;
     rec->parent = nullptr;
     rec->live_subs = 0;
+    rec->holders = 0;
     rec->callbacks.clear();
     rec->pool = pool.get();
     rec->reuse.fence.reset();  // completed, if it had one; `unfenced` stays (see reuse::BufferMark)
@@ -139,6 +141,59 @@ cl_mem create_pooled(State& st, cl_context c, cl_mem_flags flags, std::size_t si
     if (st.trace) rec->trace_id = st.trace->alloc(cs->token, flags, size);
     if (err) *err = CL_SUCCESS;
     return rec->mem;
+}
+
+// The application's own release, passed down: the driver may run the
+// application's destructor callbacks inside it, and their OpenCL calls must
+// reach the core as the application's (not bypass it under the core's guard).
+cl_int release_as_application(cl_mem m) {
+    app_scope as_app;
+    return next().clReleaseMemObject(m);
+}
+
+// The driver deleted an image made from a pooled buffer: one holder less.
+void CL_CALLBACK on_image_deleted(cl_mem /*image*/, void* bucket) {
+    core_scope guard;  // a driver thread, or the application's release: the core's calls go down
+    State& st = state();
+    std::vector<DueCallbacks> due;
+    {
+        std::lock_guard lock(st.mu);
+        auto it = st.mems.find(static_cast<cl_mem>(bucket));
+        if (it == st.mems.end()) return;  // cannot be: a held record is never dropped
+        MemRec* rec = it->second.get();
+        if (rec->holders > 0) --rec->holders;
+        if (unheld(*rec)) {
+            try {
+                recycle(st, rec, due);
+            } catch (...) {  // cannot order the reuse: the bucket stays out of the pool for good
+            }
+        }
+    }
+    run_due(due);
+}
+
+// An image is being made from `storage`: if that is a live pooled buffer (or a
+// sub-buffer of one) the bucket gains a holder. Its record's handle, or nullptr.
+cl_mem hold_storage(State& st, cl_mem storage) {
+    if (!storage) return nullptr;
+    std::lock_guard lock(st.mu);
+    auto it = st.mems.find(storage);
+    if (it == st.mems.end() || it->second->refs == 0) return nullptr;  // the driver's, or freed (the driver answers)
+    MemRec* root = it->second->parent ? it->second->parent : it->second.get();
+    ++root->holders;
+    return root->mem;
+}
+
+// The image exists (or not): its deletion will drop the holder, or the holder goes now.
+cl_mem image_made(cl_mem image, cl_mem bucket) {
+    if (!bucket) return image;
+    if (image && next().clSetMemObjectDestructorCallback(image, on_image_deleted, bucket) == CL_SUCCESS) return image;
+    if (image) {  // untrackable: the bucket never goes back (leaked, never reused under the image)
+        std::fprintf(stderr, "clpool: cannot watch an image made from a pooled buffer; its bucket is kept\n");
+        return image;
+    }
+    on_image_deleted(nullptr, bucket);  // not made: the holder goes
+    return image;
 }
 
 }  // namespace
@@ -199,6 +254,23 @@ cl_mem create_sub_buffer(cl_mem parent, cl_mem_flags flags, cl_buffer_create_typ
     return sub;
 }
 
+cl_mem create_image(cl_context c, cl_mem_flags flags, const cl_image_format* format, const cl_image_desc* desc,
+                    void* host_ptr, cl_int* err) {
+    core_scope guard;
+    State& st = state();
+    const cl_mem bucket = hold_storage(st, desc ? desc->buffer : nullptr);
+    return image_made(next().clCreateImage(c, flags, format, desc, host_ptr, err), bucket);
+}
+
+cl_mem create_image_with_properties(cl_context c, const cl_mem_properties* props, cl_mem_flags flags,
+                                    const cl_image_format* format, const cl_image_desc* desc, void* host_ptr,
+                                    cl_int* err) {
+    core_scope guard;
+    State& st = state();
+    const cl_mem bucket = hold_storage(st, desc ? desc->buffer : nullptr);
+    return image_made(next().clCreateImageWithProperties(c, props, flags, format, desc, host_ptr, err), bucket);
+}
+
 cl_int retain_mem(cl_mem m) {
     core_scope guard;
     State& st = state();
@@ -216,31 +288,32 @@ cl_int retain_mem(cl_mem m) {
 cl_int release_mem(cl_mem m) {
     core_scope guard;
     State& st = state();
-    std::vector<std::pair<mem_notify, void*>> callbacks;
+    std::vector<DueCallbacks> due;
+    cl_mem driver_sub = nullptr;
     {
         std::unique_lock lock(st.mu);
         auto it = st.mems.find(m);
         if (it == st.mems.end()) {
             lock.unlock();
-            return next().clReleaseMemObject(m);
+            return release_as_application(m);
         }
         MemRec* rec = it->second.get();
         if (rec->refs == 0) return CL_INVALID_MEM_OBJECT;  // released already: the handle is a tombstone
         if (--rec->refs > 0) return CL_SUCCESS;
-        callbacks = std::move(rec->callbacks);
-        rec->callbacks.clear();
         if (MemRec* parent = rec->parent) {
+            // A sub-buffer is the driver's own object: it goes back to the driver
+            // now (which deletes it once its commands are done), not with its parent.
             --parent->live_subs;
-            parent->dead_subs.push_back(m);
-            if (parent->refs == 0 && parent->live_subs == 0) recycle(st, parent);
+            st.mems.erase(it);  // destroys rec; the handle stays the driver's until released below
+            driver_sub = m;
+            if (unheld(*parent)) recycle(st, parent, due);
         } else {
             if (st.trace) st.trace->free(rec->trace_id);
-            if (rec->live_subs == 0) recycle(st, rec);
+            if (unheld(*rec)) recycle(st, rec, due);
         }
     }
-    // The application's destructor callbacks, last registered first, outside the lock.
-    app_scope as_app;
-    for (auto cb = callbacks.rbegin(); cb != callbacks.rend(); ++cb) cb->first(m, cb->second);
+    if (driver_sub) release_as_application(driver_sub);  // its destructor callbacks are the driver's to run
+    run_due(due);
     return CL_SUCCESS;
 }
 
@@ -283,6 +356,10 @@ cl_int set_mem_destructor_callback(cl_mem m, mem_notify notify, void* user_data)
     }
     if (!notify) return CL_INVALID_VALUE;
     if (it->second->refs == 0) return CL_INVALID_MEM_OBJECT;
+    if (it->second->parent) {  // a sub-buffer: the driver deletes it, and runs the callback then
+        lock.unlock();
+        return next().clSetMemObjectDestructorCallback(m, notify, user_data);
+    }
     try {
         it->second->callbacks.emplace_back(notify, user_data);
     } catch (...) {

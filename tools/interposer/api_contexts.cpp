@@ -42,19 +42,17 @@ cl_int retain_context(cl_context c) {
 cl_int release_context(cl_context c) {
     core_scope guard;
     State& st = state();
-    std::unique_lock lock(st.mu);
-    auto cs = open_context(st, c);
-    if (!cs) {
-        lock.unlock();
-        return next().clReleaseContext(c);
+    {
+        std::lock_guard lock(st.mu);
+        // The count first: the application's own reference, released below,
+        // keeps the context valid while its pools close.
+        if (auto cs = open_context(st, c); cs && --cs->refs == 0) {
+            st.contexts.erase(c);
+            close_context(st, cs);
+        }
     }
-    const cl_int rc = next().clReleaseContext(c);  // the pools' own references keep it valid meanwhile
-    if (rc != CL_SUCCESS) return rc;
-    if (--cs->refs == 0) {
-        st.contexts.erase(c);
-        close_context(st, cs);
-    }
-    return rc;
+    app_scope as_app;  // the driver may delete it now and run the application's callbacks inside
+    return next().clReleaseContext(c);
 }
 
 cl_int get_context_info(cl_context c, cl_context_info param, size_t size, void* value, size_t* size_ret) {

@@ -53,6 +53,7 @@ cl_int release_queue(cl_command_queue q) {
             st.queues.erase(it);
         }
     }
+    app_scope as_app;  // callbacks the driver runs inside are the application's
     return next().clReleaseCommandQueue(q);
 }
 
@@ -84,7 +85,11 @@ cl_int finish(cl_command_queue q) {
             count = cs->order.finish_begins(q);
         }
     }
-    const cl_int rc = next().clFinish(q);
+    cl_int rc = CL_SUCCESS;
+    {
+        app_scope as_app;  // callbacks the driver runs inside are the application's
+        rc = next().clFinish(q);
+    }
     if (rc == CL_SUCCESS && count) {
         std::lock_guard lock(st.mu);
         cs->order.finished(count);

@@ -35,6 +35,13 @@ cl_mem create_buffer(cl_context c, cl_mem_flags flags, size_t size, void* host_p
 cl_mem create_buffer_with_properties(cl_context c, const cl_mem_properties* props, cl_mem_flags flags, size_t size,
                                      void* host_ptr, cl_int* err);
 cl_mem create_sub_buffer(cl_mem parent, cl_mem_flags flags, cl_buffer_create_type type, const void* info, cl_int* err);
+// Images: one made from a pooled buffer (CL_MEM_OBJECT_IMAGE1D_BUFFER, a 2D
+// image from a buffer) holds that buffer's bucket until the driver deletes it.
+cl_mem create_image(cl_context c, cl_mem_flags flags, const cl_image_format* format, const cl_image_desc* desc,
+                    void* host_ptr, cl_int* err);
+cl_mem create_image_with_properties(cl_context c, const cl_mem_properties* props, cl_mem_flags flags,
+                                    const cl_image_format* format, const cl_image_desc* desc, void* host_ptr,
+                                    cl_int* err);
 cl_int retain_mem(cl_mem m);
 cl_int release_mem(cl_mem m);
 cl_int get_mem_info(cl_mem m, cl_mem_info param, size_t size, void* value, size_t* size_ret);

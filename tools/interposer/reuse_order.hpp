@@ -124,6 +124,12 @@ public:
     // unfenced bucket must be fenced. Throws std::bad_alloc.
     Reissue reissue(BufferMark& mark, bool core_writes);
 
+    // Events that complete once every command enqueued so far on the
+    // context's queues, live or released, has (one reference each, for the
+    // caller): when the driver would delete a buffer released now. Throws
+    // std::bad_alloc before any marker exists.
+    std::vector<cl_event> completion() { return fences(); }
+
     // The context's only queue when no marker is needed to reuse its buffers:
     // exactly one live queue, in order, and no released queue's marker still
     // pending. nullptr otherwise (several queues, out of order, or in doubt).

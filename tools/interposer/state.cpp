@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 
 namespace clpool::interpose {
 
@@ -31,18 +32,53 @@ namespace core {
 void set_mode(const char* mode) noexcept { state().mode = mode; }
 }  // namespace core
 
-void release_dead_subs(State& st, MemRec* rec) noexcept {
-    for (cl_mem sub : rec->dead_subs) {
-        next().clReleaseMemObject(sub);
-        st.mems.erase(sub);
-    }
-    rec->dead_subs.clear();
-}
-
 void destroy_tombstone(State& st, MemRec* rec) noexcept {
-    release_dead_subs(st, rec);
     rec->block.release();     // empty unless the context closed before the release
     st.mems.erase(rec->mem);  // destroys rec
+}
+
+namespace {
+
+using Callbacks = std::vector<std::pair<core::mem_notify, void*>>;
+
+void run_callbacks(cl_mem m, const Callbacks& callbacks) noexcept {
+    app_scope as_app;  // their OpenCL calls are the application's
+    for (auto cb = callbacks.rbegin(); cb != callbacks.rend(); ++cb) cb->first(m, cb->second);  // last registered first
+}
+
+// Callbacks waiting for their fences; the last fence to complete runs them.
+struct Countdown {
+    cl_mem mem;
+    Callbacks callbacks;
+    std::atomic<std::size_t> left;
+};
+
+void CL_CALLBACK on_fence(cl_event /*e*/, cl_int /*status*/, void* p) {
+    auto* c = static_cast<Countdown*>(p);
+    if (c->left.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+    run_callbacks(c->mem, c->callbacks);
+    delete c;
+}
+
+}  // namespace
+
+void run_due(std::vector<DueCallbacks>& due) noexcept {
+    for (DueCallbacks& d : due) {
+        Countdown* c = d.events.empty() ? nullptr : new (std::nothrow) Countdown{d.mem, std::move(d.callbacks), {}};
+        if (!c) {  // nothing to wait for, or no memory to wait with: wait here
+            if (!d.events.empty()) clWaitForEvents(static_cast<cl_uint>(d.events.size()), d.events.data());
+            run_callbacks(d.mem, d.callbacks);
+        } else {
+            c->left.store(d.events.size(), std::memory_order_relaxed);
+            for (cl_event e : d.events)
+                if (clSetEventCallback(e, CL_COMPLETE, on_fence, c) != CL_SUCCESS) {
+                    clWaitForEvents(1, &e);
+                    on_fence(e, CL_COMPLETE, c);
+                }
+        }
+        for (cl_event e : d.events) clReleaseEvent(e);
+    }
+    due.clear();
 }
 
 void give_back(State& st, ContextState& cs) {
@@ -85,7 +121,7 @@ void close_context(State& st, const std::shared_ptr<ContextState>& cs) {
 
 void ContextBuffers::each(const std::function<void(reuse::BufferMark&, bool cached)>& f) {
     for (auto& [m, rec] : st_.mems)
-        if (rec->ctx.get() == &cs_ && !rec->parent) f(rec->reuse, rec->refs == 0 && rec->live_subs == 0);
+        if (rec->ctx.get() == &cs_ && !rec->parent) f(rec->reuse, is_tombstone(*rec));
 }
 
 // Hands the bucket in h (rec's, or about to be) back to its pool behind
@@ -109,8 +145,32 @@ static std::vector<cl::Event> adopt(const std::vector<cl_event>& events) {
     return out;
 }
 
-void recycle(State& st, MemRec* rec) {
+// The application's destructor callbacks, due when the commands enqueued so
+// far have completed (the driver deletes a released buffer then). Never throws:
+// without the events, the callbacks wait for the queues' clFinish instead.
+static void callbacks_due(ContextState& cs, MemRec* rec, std::vector<DueCallbacks>& due) noexcept {
+    if (rec->callbacks.empty()) return;
+    try {
+        due.emplace_back();
+    } catch (...) {  // no room to defer them: run them after the queues are done
+        cs.order.finish_all();
+        run_callbacks(rec->mem, rec->callbacks);
+        rec->callbacks.clear();
+        return;
+    }
+    DueCallbacks& d = due.back();
+    d.mem = rec->mem;
+    d.callbacks.swap(rec->callbacks);
+    try {
+        if (cs.open) d.events = cs.order.completion();
+    } catch (...) {
+        cs.order.finish_all();
+    }
+}
+
+void recycle(State& st, MemRec* rec, std::vector<DueCallbacks>& due) {
     ContextState& cs = *rec->ctx;
+    callbacks_due(cs, rec, due);
     if (!cs.open) {  // the context's pools are gone: free at once (the driver waits for running commands)
         destroy_tombstone(st, rec);
         return;
@@ -138,7 +198,7 @@ reissue check_reissue(State& st, ContextState& cs, PoolT::handle& h, bool core_w
         return reissue::wait;
     } catch (...) {
         rec->reuse.unfenced = unfenced;  // unfenced still: the next reissue fences it
-        return reissue::fail;            // the caller gives up; h goes back as it came
+        return reissue::fail;  // the caller gives up; h goes back as it came
     }
 }
 

@@ -22,13 +22,15 @@
 // size). The core answers the queries that would show the bucket
 // (CL_MEM_SIZE, CL_MEM_REFERENCE_COUNT, CL_MEM_FLAGS) and checks buffer
 // transfers and sub-buffers against the size the application asked for. The
-// core keeps the application's reference count itself; when it reaches zero
-// the application's destructor callbacks fire, and once the buffer's own
-// sub-buffers are gone the bucket goes back to the pool, ordered by the
-// reuse-ordering protocol (reuse_order.hpp). The record stays as a tombstone
-// while the bucket sits in the cache (the driver object is alive: the pool
-// holds it), so a second release is answered CL_INVALID_MEM_OBJECT; it is
-// dropped the moment the bucket goes back to the driver.
+// core keeps the application's reference count itself. Once it is zero and
+// nothing else holds the bucket (the application's sub-buffers of it, images
+// made from it: the driver keeps those alive on their own), the bucket goes
+// back to the pool, ordered by the reuse-ordering protocol (reuse_order.hpp),
+// and the application's destructor callbacks run when the commands enqueued
+// so far have completed, as the driver would run them. The record stays as a
+// tombstone while the bucket sits in the cache (the driver object is alive:
+// the pool holds it), so a second release is answered CL_INVALID_MEM_OBJECT;
+// it is dropped the moment the bucket goes back to the driver.
 namespace clpool::interpose {
 
 struct ContextState {
@@ -49,10 +51,10 @@ struct MemRec {
     std::size_t size = 0;      // as asked
     cl_uint refs = 1;          // the application's count; 0 = freed (a tombstone)
     MemRec* parent = nullptr;  // application sub-buffers: the pooled buffer they are part of
-    std::size_t live_subs = 0;
-    std::vector<cl_mem> dead_subs;  // freed sub-buffers kept alive with their parent's tombstone
-    std::vector<std::pair<core::mem_notify, void*>> callbacks;
-    PoolT::handle block;    // pooled buffers: the bucket, until recycled
+    std::size_t live_subs = 0;  // the application's sub-buffers of this pooled buffer
+    std::size_t holders = 0;    // images made from it: the driver keeps them, and the bucket, alive
+    std::vector<std::pair<core::mem_notify, void*>> callbacks;  // pooled buffers only (the driver runs a sub-buffer's)
+    PoolT::handle block;  // pooled buffers: the bucket, until recycled
     PoolT* pool = nullptr;  // pooled buffers: where the bucket goes back
     std::uint64_t trace_id = 0;
     reuse::BufferMark reuse;  // pooled buffers: how its last release was fenced
@@ -101,19 +103,33 @@ cl_int answer(const T& v, std::size_t size, void* value, std::size_t* size_ret) 
     return CL_SUCCESS;
 }
 
+// A pooled buffer's application destructor callbacks, due once `events` (one
+// reference each) have completed; none: at once.
+struct DueCallbacks {
+    cl_mem mem = nullptr;
+    std::vector<std::pair<core::mem_notify, void*>> callbacks;
+    std::vector<cl_event> events;
+};
+// Runs (or arms) them as application code. Outside State::mu: a callback may call the interposer.
+void run_due(std::vector<DueCallbacks>& due) noexcept;
+
 // --- under State::mu from here on -------------------------------------------------------------------
 
-void release_dead_subs(State& st, MemRec* rec) noexcept;
-// Drops a tombstone: its dead sub-buffers, then the record (the bucket is the pool's).
+// Nothing holds the pooled buffer any more: the bucket may go back.
+inline bool unheld(const MemRec& r) noexcept { return r.refs == 0 && r.live_subs == 0 && r.holders == 0; }
+// The bucket is its pool's (cached or pending): the record is a tombstone.
+inline bool is_tombstone(const MemRec& r) noexcept { return !r.parent && r.refs == 0 && !r.block; }
+
+// Drops a record whose bucket is not its own any more (the pool's, or the driver's).
 void destroy_tombstone(State& st, MemRec* rec) noexcept;
 
 // Drops every tombstone of the pools `which` accepts (before those pools give
-// their buckets back, or after they did).
+// their buckets back, or after they did). Buckets still held stay.
 template <class Which>
 void drop_tombstones(State& st, Which which) {
     std::vector<MemRec*> doomed;
     for (auto& [m, rec] : st.mems)
-        if (!rec->parent && rec->refs == 0 && which(rec.get())) doomed.push_back(rec.get());
+        if (is_tombstone(*rec) && which(rec.get())) doomed.push_back(rec.get());
     for (MemRec* rec : doomed) destroy_tombstone(st, rec);
 }
 
@@ -140,8 +156,8 @@ private:
     ContextState& cs_;
 };
 
-// Hands a pooled buffer's bucket back (its count and its sub-buffers' are zero).
-void recycle(State& st, MemRec* rec);
+// Hands a pooled buffer's bucket back (unheld(*rec)); its destructor callbacks join `due`.
+void recycle(State& st, MemRec* rec, std::vector<DueCallbacks>& due);
 
 enum class reissue { ok, wait, fail };
 // Whether the bucket in h, just taken from its pool, may be handed out.
