@@ -5,6 +5,7 @@
 #include <clpool/interop/detail/poolable.hpp>
 
 #include <cstdio>
+#include <new>
 
 namespace clpool::interpose {
 namespace {
@@ -204,7 +205,12 @@ cl_mem create_buffer(cl_context c, cl_mem_flags flags, size_t size, void* host_p
     core_scope guard;
     State& st = state();
     if (detail::poolable(flags, size, host_ptr)) {
-        if (cl_mem m = create_pooled(st, c, flags, size, host_ptr, err)) return m;
+        try {
+            if (cl_mem m = create_pooled(st, c, flags, size, host_ptr, err)) return m;
+        } catch (const std::bad_alloc&) {  // no record for it: the bucket went back as it came
+            if (err) *err = CL_OUT_OF_HOST_MEMORY;
+            return nullptr;
+        }
     }
     cl_mem m = next().clCreateBuffer(c, flags, size, host_ptr, err);
     if (m) trace_passthrough(st, m, c, flags, size);
@@ -242,14 +248,20 @@ cl_mem create_sub_buffer(cl_mem parent, cl_mem_flags flags, cl_buffer_create_typ
     if (region->origin > rec->size || region->size > rec->size - region->origin) return fail(CL_INVALID_VALUE);
     cl_mem sub = next().clCreateSubBuffer(parent, flags, type, info, err);
     if (!sub) return nullptr;
-    auto owned = std::make_unique<MemRec>();
-    owned->mem = sub;
-    owned->ctx = rec->ctx;
-    owned->flags = flags;
-    owned->size = region->size;
-    owned->parent = rec;
+    try {
+        auto owned = std::make_unique<MemRec>();
+        owned->mem = sub;
+        owned->ctx = rec->ctx;
+        owned->flags = flags;
+        owned->size = region->size;
+        owned->parent = rec;
+        st.mems[sub] = std::move(owned);
+    } catch (const std::bad_alloc&) {  // untracked, it would not hold its parent: the driver takes it back
+        lock.unlock();
+        next().clReleaseMemObject(sub);
+        return fail(CL_OUT_OF_HOST_MEMORY);
+    }
     ++rec->live_subs;
-    st.mems[sub] = std::move(owned);
     ++st.sub_buffers;
     return sub;
 }

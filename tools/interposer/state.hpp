@@ -125,12 +125,18 @@ void destroy_tombstone(State& st, MemRec* rec) noexcept;
 
 // Drops every tombstone of the pools `which` accepts (before those pools give
 // their buckets back, or after they did). Buckets still held stay.
+// Allocates nothing: it runs on release paths and when memory is short.
 template <class Which>
-void drop_tombstones(State& st, Which which) {
-    std::vector<MemRec*> doomed;
-    for (auto& [m, rec] : st.mems)
-        if (is_tombstone(*rec) && which(rec.get())) doomed.push_back(rec.get());
-    for (MemRec* rec : doomed) destroy_tombstone(st, rec);
+void drop_tombstones(State& st, Which which) noexcept {
+    for (auto it = st.mems.begin(); it != st.mems.end();) {
+        MemRec& rec = *it->second;
+        if (is_tombstone(rec) && which(&rec)) {
+            rec.block.release();  // empty: the bucket is the pool's
+            it = st.mems.erase(it);
+        } else {
+            ++it;
+        }
+    }
 }
 
 // Gives back everything the context's pools hold but do not lend (the

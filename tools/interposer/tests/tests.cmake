@@ -25,6 +25,19 @@ foreach(mode preload layer)
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/tests/report_and_trace.sh $<TARGET_FILE:interpose_semantics> ${_lib} ${mode})
 endforeach()
 
+# Out of host memory: the program's own operator new throws std::bad_alloc on demand (exported
+# with -rdynamic so the interposer's calls reach it; -fexceptions to unwind through it).
+add_executable(interpose_bad_alloc ${CMAKE_CURRENT_SOURCE_DIR}/tests/interpose_bad_alloc.c)
+target_link_libraries(interpose_bad_alloc PRIVATE OpenCL::OpenCL clpool_warnings ${CMAKE_DL_LIBS} stdc++)
+target_compile_options(interpose_bad_alloc PRIVATE -fexceptions)
+set_target_properties(interpose_bad_alloc PROPERTIES ENABLE_EXPORTS ON)
+add_dependencies(interpose_semantics interpose_bad_alloc)
+add_test(NAME interpose_bad_alloc.plain COMMAND interpose_bad_alloc)
+add_test(NAME interpose_bad_alloc.preload COMMAND interpose_bad_alloc)
+set_tests_properties(interpose_bad_alloc.preload PROPERTIES ENVIRONMENT "LD_PRELOAD=${_lib};CLPOOL_INTERPOSER=${_lib}")
+add_test(NAME interpose_bad_alloc.layer COMMAND interpose_bad_alloc)
+set_tests_properties(interpose_bad_alloc.layer PROPERTIES ENVIRONMENT "OPENCL_LAYERS=${_lib};CLPOOL_INTERPOSER=${_lib}")
+
 # Out of memory: a test layer below makes the driver fail past 4 MiB of live buffers.
 find_package(Threads REQUIRED)
 add_library(clpool_fake_oom_layer MODULE ${CMAKE_CURRENT_SOURCE_DIR}/tests/fake_oom_layer.c)
