@@ -60,7 +60,6 @@ cl_mem create_pooled(State& st, cl_context c, cl_mem_flags flags, std::size_t si
         }
     } writer_hold{writer};
     PoolT::handle h;
-    bool driver_oom = false;  // over every attempt: the tombstones' drop must not be skipped
     std::unique_lock lock(st.mu, std::defer_lock);
     // A bucket that must first wait for a fence goes back to its pool, and the
     // pool is asked again (a few times at most, then the driver answers).
@@ -70,7 +69,6 @@ cl_mem create_pooled(State& st, cl_context c, cl_mem_flags flags, std::size_t si
             return nullptr;
         }
         try {
-            tl_driver_oom = false;
             try {
                 h = pool->allocate(size);
             } catch (const out_of_memory&) {
@@ -84,7 +82,6 @@ cl_mem create_pooled(State& st, cl_context c, cl_mem_flags flags, std::size_t si
         } catch (...) {
             // size above the device limit, other driver errors: the driver answers.
         }
-        driver_oom = driver_oom || tl_driver_oom;
         if (h && writer) {
             // The core's write runs on its own queue: it must not overtake the
             // old owner's commands, so check the bucket before writing.
@@ -100,11 +97,7 @@ cl_mem create_pooled(State& st, cl_context c, cl_mem_flags flags, std::size_t si
         if (h && writer)
             write_err = clEnqueueWriteBuffer(writer, h.buffer()(), CL_TRUE, 0, size, host_ptr, 0, nullptr, nullptr);
 
-        lock.lock();
-        if (driver_oom) {
-            // The pool trimmed itself: its tombstones name buckets that are gone.
-            drop_tombstones(st, [&](const MemRec* r) { return r->pool == pool.get(); });
-        }
+        lock.lock();  // the pool's own trim on out-of-memory dropped its tombstones (pool_adapters.hpp)
         if (!h || write_err != CL_SUCCESS || !cs->open) {
             ++st.fallbacks;
             return nullptr;  // h goes back to its pool (or to the driver, if the context closed meanwhile)

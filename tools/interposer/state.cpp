@@ -91,8 +91,22 @@ std::shared_ptr<PoolT> pool_for(ContextState& cs, cl_mem_flags key) {
     if (!slot) {
         if (!cs.device) cs.device = opencl::context_devices(cs.ctx)[0];
         slot = std::make_shared<PoolT>(WatchedBackend(cl::Context(cs.ctx, true), cs.device, key), RecordingCapped{});
+        slot->backend().pool = slot.get();
     }
     return slot;
+}
+
+namespace {
+thread_local std::unique_lock<decltype(State::mu)> tl_trim_lock;  // held from the driver's failure to the pool's retry
+}  // namespace
+
+void oom_trim_begins() noexcept { tl_trim_lock = std::unique_lock(state().mu); }
+
+bool oom_trim_pending() noexcept { return tl_trim_lock.owns_lock(); }
+
+void oom_trim_ends(const void* pool) noexcept {
+    drop_tombstones(state(), [&](const MemRec* r) { return r->pool == pool; });
+    tl_trim_lock.unlock();
 }
 
 std::shared_ptr<ContextState> open_context(State& st, cl_context c) {
