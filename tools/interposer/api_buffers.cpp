@@ -5,6 +5,7 @@
 #include <clpool/interop/detail/poolable.hpp>
 
 #include <cstdio>
+#include <cstring>
 #include <new>
 
 namespace clpool::interpose {
@@ -33,10 +34,16 @@ cl_mem create_pooled(State& st, cl_context c, cl_mem_flags flags, std::size_t si
     std::shared_ptr<ContextState> cs;
     std::shared_ptr<PoolT> pool;
     cl_command_queue writer = nullptr;
+    std::vector<DueCallbacks> due;
+    struct run_at_exit {  // callbacks of buckets unparked below, outside the lock
+        std::vector<DueCallbacks>& due;
+        ~run_at_exit() { run_due(due); }
+    } run_them{due};
     {
         std::lock_guard lock(st.mu);
         cs = open_context(st, c);
         if (!cs) return nullptr;  // a context created before the interposer saw it: pass through
+        if (!cs->parked.empty()) unpark(st, *cs, due);
         try {
             pool = pool_for(*cs, flags & ~CL_MEM_COPY_HOST_PTR);
         } catch (...) {  // the context cannot be queried, invalid CLPOOL_MAX_CACHED_GB: the driver answers
@@ -158,7 +165,7 @@ void CL_CALLBACK on_image_deleted(cl_mem /*image*/, void* bucket) {
         if (rec->holders > 0) --rec->holders;
         if (unheld(*rec)) {
             try {
-                recycle(st, rec, due);
+                let_go(st, rec, due);
             } catch (...) {  // cannot order the reuse: the bucket stays out of the pool for good
             }
         }
@@ -259,6 +266,25 @@ cl_mem create_sub_buffer(cl_mem parent, cl_mem_flags flags, cl_buffer_create_typ
     return sub;
 }
 
+// The cl_khr_command_buffer entry points record buffers the core never sees:
+// once the application asks for one, releases ask the driver's count (let_go).
+static void note_extension(State& st, const char* name) noexcept {
+    if (name && (std::strstr(name, "CommandBuffer") || std::strncmp(name, "clCommand", 9) == 0))
+        st.watch_driver_refs.store(true, std::memory_order_relaxed);
+}
+
+void* get_extension_function_address_for_platform(cl_platform_id p, const char* name) {
+    core_scope guard;
+    note_extension(state(), name);
+    return next().clGetExtensionFunctionAddressForPlatform(p, name);
+}
+
+void* get_extension_function_address(const char* name) {
+    core_scope guard;
+    note_extension(state(), name);
+    return next().clGetExtensionFunctionAddress(name);
+}
+
 cl_mem create_image(cl_context c, cl_mem_flags flags, const cl_image_format* format, const cl_image_desc* desc,
                     void* host_ptr, cl_int* err) {
     core_scope guard;
@@ -311,10 +337,10 @@ cl_int release_mem(cl_mem m) {
             --parent->live_subs;
             st.mems.erase(it);  // destroys rec; the handle stays the driver's until released below
             driver_sub = m;
-            if (unheld(*parent)) recycle(st, parent, due);
+            if (unheld(*parent)) let_go(st, parent, due);
         } else {
             if (st.trace) st.trace->free(rec->trace_id);
-            if (unheld(*rec)) recycle(st, rec, due);
+            if (unheld(*rec)) let_go(st, rec, due);
         }
     }
     if (driver_sub) release_as_application(driver_sub);  // its destructor callbacks are the driver's to run

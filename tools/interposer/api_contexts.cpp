@@ -51,15 +51,17 @@ cl_int retain_context(cl_context c) {
 cl_int release_context(cl_context c) {
     core_scope guard;
     State& st = state();
+    std::vector<DueCallbacks> due;
     {
         std::lock_guard lock(st.mu);
         // The count first: the application's own reference, released below,
         // keeps the context valid while its pools close.
         if (auto cs = open_context(st, c); cs && --cs->refs == 0) {
             st.contexts.erase(c);
-            close_context(st, cs);
+            close_context(st, cs, due);
         }
     }
+    run_due(due);
     app_scope as_app;  // the driver may delete it now and run the application's callbacks inside
     return next().clReleaseContext(c);
 }

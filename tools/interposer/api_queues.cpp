@@ -112,6 +112,7 @@ cl_int finish(cl_command_queue q) {
         std::lock_guard lock(st.mu);
         cs->order.finished(count);
     }
+    if (rc == CL_SUCCESS && cs) look_at_parked(cs);  // its commands are done: parked buckets may be free
     return rc;
 }
 

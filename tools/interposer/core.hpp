@@ -72,6 +72,11 @@ cl_int enqueue_copy_buffer_rect(cl_command_queue q, cl_mem src, cl_mem dst, cons
                                 size_t src_slice_pitch, size_t dst_row_pitch, size_t dst_slice_pitch, cl_uint nwait,
                                 const cl_event* wait, cl_event* event);
 
+// Extension lookups, passed on; asking for cl_khr_command_buffer makes the
+// core watch the driver's count of released buffers (a recording holds them).
+void* get_extension_function_address_for_platform(cl_platform_id p, const char* name);
+void* get_extension_function_address(const char* name);
+
 // Which front loaded the core ("preload", "layer"), for the report.
 void set_mode(const char* mode) noexcept;
 

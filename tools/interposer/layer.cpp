@@ -67,6 +67,13 @@ cl_mem CL_API_CALL l_create_buffer_with_properties(cl_context c, const cl_mem_pr
 cl_mem CL_API_CALL l_create_sub_buffer(cl_mem m, cl_mem_flags f, cl_buffer_create_type t, const void* i, cl_int* e) {
     return in_core() ? below().clCreateSubBuffer(m, f, t, i, e) : core::create_sub_buffer(m, f, t, i, e);
 }
+void* CL_API_CALL l_extension_for_platform(cl_platform_id p, const char* name) {
+    return in_core() ? below().clGetExtensionFunctionAddressForPlatform(p, name)
+                     : core::get_extension_function_address_for_platform(p, name);
+}
+void* CL_API_CALL l_extension(const char* name) {
+    return in_core() ? below().clGetExtensionFunctionAddress(name) : core::get_extension_function_address(name);
+}
 cl_mem CL_API_CALL l_create_image(cl_context c, cl_mem_flags f, const cl_image_format* fmt, const cl_image_desc* d,
                                   void* h, cl_int* e) {
     return in_core() ? below().clCreateImage(c, f, fmt, d, h, e) : core::create_image(c, f, fmt, d, h, e);
@@ -189,6 +196,9 @@ CLPOOL_EXPORT cl_int CL_API_CALL clInitLayer(cl_uint num_entries, const cl_icd_d
     layer_table.clCreateBuffer = l_create_buffer;
     layer_table.clCreateSubBuffer = l_create_sub_buffer;
     if (n * sizeof(void*) > offsetof(cl_icd_dispatch, clCreateImage)) layer_table.clCreateImage = l_create_image;
+    layer_table.clGetExtensionFunctionAddress = l_extension;
+    if (n * sizeof(void*) > offsetof(cl_icd_dispatch, clGetExtensionFunctionAddressForPlatform))
+        layer_table.clGetExtensionFunctionAddressForPlatform = l_extension_for_platform;
     layer_table.clRetainMemObject = l_retain_mem;
     layer_table.clReleaseMemObject = l_release_mem;
     layer_table.clGetMemObjectInfo = l_get_mem_info;

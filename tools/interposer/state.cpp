@@ -46,37 +46,51 @@ void run_callbacks(cl_mem m, const Callbacks& callbacks) noexcept {
     for (auto cb = callbacks.rbegin(); cb != callbacks.rend(); ++cb) cb->first(m, cb->second);  // last registered first
 }
 
-// Callbacks waiting for their fences; the last fence to complete runs them.
+// Work waiting for its fences; the last fence to complete does it.
 struct Countdown {
-    cl_mem mem;
-    Callbacks callbacks;
+    DueCallbacks work;
     std::atomic<std::size_t> left;
 };
 
 void CL_CALLBACK on_fence(cl_event /*e*/, cl_int /*status*/, void* p) {
     auto* c = static_cast<Countdown*>(p);
     if (c->left.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-    run_callbacks(c->mem, c->callbacks);
+    run_callbacks(c->work.mem, c->work.callbacks);
+    if (c->work.unpark) look_at_parked(c->work.unpark);
     delete c;
 }
 
 }  // namespace
 
+void look_at_parked(const std::shared_ptr<ContextState>& cs) noexcept {
+    core_scope guard;  // a driver thread, or a call the core makes: the core's own calls go down
+    State& st = state();
+    std::vector<DueCallbacks> due;
+    {
+        std::lock_guard lock(st.mu);
+        if (!cs->open || cs->parked.empty()) return;
+        unpark(st, *cs, due);  // still held: the next creation in the context or clFinish looks again
+    }
+    run_due(due);
+}
+
 void run_due(std::vector<DueCallbacks>& due) noexcept {
     for (DueCallbacks& d : due) {
-        Countdown* c = d.events.empty() ? nullptr : new (std::nothrow) Countdown{d.mem, std::move(d.callbacks), {}};
+        std::vector<cl_event> events = std::move(d.events);
+        Countdown* c = events.empty() ? nullptr : new (std::nothrow) Countdown{std::move(d), {}};
         if (!c) {  // nothing to wait for, or no memory to wait with: wait here
-            if (!d.events.empty()) clWaitForEvents(static_cast<cl_uint>(d.events.size()), d.events.data());
+            if (!events.empty()) clWaitForEvents(static_cast<cl_uint>(events.size()), events.data());
             run_callbacks(d.mem, d.callbacks);
+            if (d.unpark) look_at_parked(d.unpark);
         } else {
-            c->left.store(d.events.size(), std::memory_order_relaxed);
-            for (cl_event e : d.events)
+            c->left.store(events.size(), std::memory_order_relaxed);
+            for (cl_event e : events)
                 if (clSetEventCallback(e, CL_COMPLETE, on_fence, c) != CL_SUCCESS) {
                     clWaitForEvents(1, &e);
                     on_fence(e, CL_COMPLETE, c);
                 }
         }
-        for (cl_event e : d.events) clReleaseEvent(e);
+        for (cl_event e : events) clReleaseEvent(e);
     }
     due.clear();
 }
@@ -122,8 +136,14 @@ static void fold_stats(State& st, const PoolT& pool) {
     st.closed.peak_held = std::max(st.closed.peak_held, s.peak_bytes_allocated);
 }
 
-void close_context(State& st, const std::shared_ptr<ContextState>& cs) {
+void close_context(State& st, const std::shared_ptr<ContextState>& cs, std::vector<DueCallbacks>& due) {
     cs->open = false;
+    for (cl_mem m : cs->parked)
+        if (auto it = st.mems.find(m); it != st.mems.end()) {
+            it->second->parked = false;
+            recycle(st, it->second.get(), due);  // closed: to the driver, which keeps it for its holders
+        }
+    cs->parked.clear();
     drop_tombstones(st, [&](const MemRec* r) { return r->ctx == cs; });
     for (auto& [flags, pool] : cs->pools) fold_stats(st, *pool);
     cs->pools.clear();  // buffers still lent become orphans, freed on release
@@ -196,6 +216,61 @@ void recycle(State& st, MemRec* rec, std::vector<DueCallbacks>& due) {
         cs.order.finish_all();  // cannot fence: wait instead
     }
     put_back(st, rec, rec->block, events);
+}
+
+// With command buffers in use, a recording may hold a bucket the core never
+// saw; the driver's own count says so (the pool's reference is one). On
+// PoCL, commands still queued count too: those buckets wait here instead of
+// behind their fences, which is as safe.
+static bool held_by_driver(const State& st, const MemRec* rec) noexcept {
+    if (!st.watch_driver_refs.load(std::memory_order_relaxed) || !rec->ctx->open) return false;
+    cl_uint refs = 1;
+    return next().clGetMemObjectInfo(rec->mem, CL_MEM_REFERENCE_COUNT, sizeof refs, &refs, nullptr) == CL_SUCCESS &&
+           refs > 1;
+}
+
+void let_go(State& st, MemRec* rec, std::vector<DueCallbacks>& due) {
+    if (held_by_driver(st, rec)) {
+        ContextState& cs = *rec->ctx;
+        try {
+            cs.parked.push_back(rec->mem);
+        } catch (...) {  // no room to watch it: it goes back now, as without command buffers
+            recycle(st, rec, due);
+            return;
+        }
+        rec->parked = true;
+        // Its callbacks run once the commands queued so far have completed, as
+        // they would have (a recording that still holds it does not delay them);
+        // the bucket waits until the driver's count is the pool's alone.
+        callbacks_due(cs, rec, due);
+        try {  // look again then, too
+            due.emplace_back();
+            due.back().unpark = rec->ctx;
+            due.back().events = cs.order.completion();
+        } catch (...) {  // the next creation in the context, or clFinish, looks again
+        }
+        return;
+    }
+    recycle(st, rec, due);
+}
+
+void unpark(State& st, ContextState& cs, std::vector<DueCallbacks>& due) noexcept {
+    for (std::size_t i = 0; i < cs.parked.size();) {
+        auto it = st.mems.find(cs.parked[i]);
+        MemRec* rec = it == st.mems.end() ? nullptr : it->second.get();
+        if (rec && held_by_driver(st, rec)) {
+            ++i;
+            continue;
+        }
+        cs.parked[i] = cs.parked.back();
+        cs.parked.pop_back();
+        if (!rec) continue;
+        rec->parked = false;
+        try {
+            recycle(st, rec, due);
+        } catch (...) {  // cannot order its reuse: the bucket stays out of the pool
+        }
+    }
 }
 
 reissue check_reissue(State& st, ContextState& cs, PoolT::handle& h, bool core_writes) noexcept {

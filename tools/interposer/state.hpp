@@ -42,6 +42,7 @@ struct ContextState {
     std::map<cl_mem_flags, std::shared_ptr<PoolT>> pools;  // shared: an allocation in flight keeps its pool
     reuse::ContextOrder order{reuse::opencl_driver()};      // the application's live queues, and when reuse is safe
     cl_command_queue writer = nullptr;                      // the core's queue for CL_MEM_COPY_HOST_PTR data
+    std::vector<cl_mem> parked;  // released buckets the driver still counts another holder of (let_go)
 };
 
 struct MemRec {
@@ -53,6 +54,7 @@ struct MemRec {
     MemRec* parent = nullptr;  // application sub-buffers: the pooled buffer they are part of
     std::size_t live_subs = 0;  // the application's sub-buffers of this pooled buffer
     std::size_t holders = 0;    // images made from it: the driver keeps them, and the bucket, alive
+    bool parked = false;        // released, but the driver counts a holder the core cannot see
     std::vector<std::pair<core::mem_notify, void*>> callbacks;  // pooled buffers only (the driver runs a sub-buffer's)
     PoolT::handle block;  // pooled buffers: the bucket, until recycled
     PoolT* pool = nullptr;  // pooled buffers: where the bucket goes back
@@ -79,6 +81,9 @@ struct State {
     unsigned next_token = 0;
     std::uint64_t rewaits = 0;  // buckets a pool handed out that went back to wait for a fence (counted as hits)
     std::atomic<std::uint64_t> passthrough{0}, fallbacks{0}, sub_buffers{0}, oom_retries{0};
+    // The application looked up cl_khr_command_buffer: a recording may hold a
+    // buffer the core never sees, so a release asks the driver's count (let_go).
+    std::atomic<bool> watch_driver_refs{false};
     std::atomic<bool> saw_context{false};
     bool report = false;
     Trace* trace = nullptr;
@@ -103,14 +108,16 @@ cl_int answer(const T& v, std::size_t size, void* value, std::size_t* size_ret) 
     return CL_SUCCESS;
 }
 
-// A pooled buffer's application destructor callbacks, due once `events` (one
-// reference each) have completed; none: at once.
+// Work due once `events` (one reference each) have completed (none: at once):
+// a pooled buffer's application destructor callbacks, and/or another look at
+// a context's parked buckets (their commands have completed by then).
 struct DueCallbacks {
     cl_mem mem = nullptr;
     std::vector<std::pair<core::mem_notify, void*>> callbacks;
     std::vector<cl_event> events;
+    std::shared_ptr<ContextState> unpark;
 };
-// Runs (or arms) them as application code. Outside State::mu: a callback may call the interposer.
+// Runs (or arms) them, callbacks as application code. Outside State::mu: a callback may call the interposer.
 void run_due(std::vector<DueCallbacks>& due) noexcept;
 
 // --- under State::mu from here on -------------------------------------------------------------------
@@ -147,8 +154,9 @@ std::shared_ptr<PoolT> pool_for(ContextState& cs, cl_mem_flags key);
 // The context's state while the application holds it, else nullptr.
 std::shared_ptr<ContextState> open_context(State& st, cl_context c);
 // Closes a context the application released: its pools, tombstones, queues.
-// Buffers the application still holds keep working and are freed on release.
-void close_context(State& st, const std::shared_ptr<ContextState>& cs);
+// Buffers the application still holds keep working and are freed on release;
+// parked ones go to the driver (which keeps them for their holders).
+void close_context(State& st, const std::shared_ptr<ContextState>& cs, std::vector<DueCallbacks>& due);
 
 // A context's pooled buffers and cache, as the reuse-ordering protocol asks for them.
 class ContextBuffers final : public reuse::Buffers {
@@ -164,6 +172,15 @@ private:
 
 // Hands a pooled buffer's bucket back (unheld(*rec)); its destructor callbacks join `due`.
 void recycle(State& st, MemRec* rec, std::vector<DueCallbacks>& due);
+// What the core does once nothing it sees holds the buffer (unheld(*rec)):
+// recycle, or, while the application uses command buffers (their recordings
+// hold buffers the core never sees) and the driver counts a reference besides
+// the pool's, park it until the driver's count says it is free.
+void let_go(State& st, MemRec* rec, std::vector<DueCallbacks>& due);
+// Recycles the context's parked buckets the driver no longer counts a holder of.
+void unpark(State& st, ContextState& cs, std::vector<DueCallbacks>& due) noexcept;
+// Looks at the context's parked buckets now (outside State::mu).
+void look_at_parked(const std::shared_ptr<ContextState>& cs) noexcept;
 
 enum class reissue { ok, wait, fail };
 // Whether the bucket in h, just taken from its pool, may be handed out.

@@ -70,6 +70,62 @@ static void test_image_keeps_its_buffer(cl_context ctx, cl_command_queue q, cons
     OK(clReleaseMemObject(again));
 }
 
+/* Item 1 again: a cl_khr_command_buffer recording of a buffer keeps it alive (PoCL's
+ * recordings retain it). Released by the application, the buffer must not go to a new
+ * owner that the recording would then overwrite. */
+static void test_command_buffer_keeps_its_buffer(cl_platform_id plat, cl_device_id dev, cl_context ctx,
+                                                 cl_command_queue q) {
+    enum { N = 4096 };
+    char ext[8192] = "";
+    OK(clGetDeviceInfo(dev, CL_DEVICE_EXTENSIONS, sizeof ext, ext, NULL));
+    if (!strstr(ext, "cl_khr_command_buffer")) {  /* PoCL 3.1 has it (CI runs this part there) */
+        printf("the device has no cl_khr_command_buffer: its part did not run\n");
+        return;
+    }
+    clCreateCommandBufferKHR_fn create_cb =
+        (clCreateCommandBufferKHR_fn)clGetExtensionFunctionAddressForPlatform(plat, "clCreateCommandBufferKHR");
+    clCommandFillBufferKHR_fn fill_cb =
+        (clCommandFillBufferKHR_fn)clGetExtensionFunctionAddressForPlatform(plat, "clCommandFillBufferKHR");
+    clFinalizeCommandBufferKHR_fn finalize_cb =
+        (clFinalizeCommandBufferKHR_fn)clGetExtensionFunctionAddressForPlatform(plat, "clFinalizeCommandBufferKHR");
+    clEnqueueCommandBufferKHR_fn enqueue_cb =
+        (clEnqueueCommandBufferKHR_fn)clGetExtensionFunctionAddressForPlatform(plat, "clEnqueueCommandBufferKHR");
+    clReleaseCommandBufferKHR_fn release_cb =
+        (clReleaseCommandBufferKHR_fn)clGetExtensionFunctionAddressForPlatform(plat, "clReleaseCommandBufferKHR");
+    CHECK(create_cb && fill_cb && finalize_cb && enqueue_cb && release_cb);
+    if (!(create_cb && fill_cb && finalize_cb && enqueue_cb && release_cb)) return;
+    cl_int err = CL_SUCCESS;
+    cl_command_buffer_khr cb = create_cb(1, &q, NULL, &err);
+    OK(err);
+    cl_mem b = make(ctx, CL_MEM_READ_WRITE, N, NULL);
+    const unsigned char rec = 0x11;
+    OK(fill_cb(cb, NULL, b, &rec, 1, 0, N, 0, NULL, NULL, NULL));
+    OK(finalize_cb(cb));
+    OK(clReleaseMemObject(b));  /* the recording still holds it */
+    OK(clFinish(q));
+    cl_mem next[4];
+    for (int i = 0; i < 4; ++i) {
+        next[i] = make(ctx, CL_MEM_READ_WRITE, N, NULL);
+        CHECK(next[i] != b);
+        fill(q, next[i], 0x22, N);
+    }
+    OK(enqueue_cb(1, &q, cb, 0, NULL, NULL));  /* writes 0x11 into b's storage, wherever it is */
+    OK(clFinish(q));
+    static unsigned char out[N];
+    for (int i = 0; i < 4; ++i) {
+        OK(clEnqueueReadBuffer(q, next[i], CL_TRUE, 0, N, out, 0, NULL, NULL));
+        if (!all_bytes(out, N, 0x22)) fprintf(stderr, "command buffer: its buffer went to a new owner\n");
+        CHECK(all_bytes(out, N, 0x22));
+        OK(clReleaseMemObject(next[i]));
+    }
+    OK(release_cb(cb));  /* the last holder */
+    OK(clFinish(q));
+    clpool_interpose_counters c0 = counters();
+    cl_mem again = make(ctx, CL_MEM_READ_WRITE, N, NULL);
+    if (get_counters) CHECK(counters().hits == c0.hits + 1);
+    OK(clReleaseMemObject(again));
+}
+
 /* Item 3: the driver runs a destructor callback once the buffer is deleted,
  * after its queued commands have finished. An application may then reuse the
  * host memory a non-blocking write still reads. */
@@ -214,6 +270,7 @@ int main(void) {
     }
     test_image_keeps_its_buffer(ctx, q, "buffer");
     test_image_keeps_its_buffer(ctx, q, "properties");
+    test_command_buffer_keeps_its_buffer(plat, dev, ctx, q);
     test_sub_buffers_freed_promptly(ctx);
     test_callback_after_commands(ctx, q);
     test_callback_calls_back(ctx, q);  /* last: before the fix it aborts the process */
