@@ -157,6 +157,9 @@ void CL_CALLBACK on_image_deleted(cl_mem /*image*/, void* bucket) {
     core_scope guard;  // a driver thread, or the application's release: the core's calls go down
     State& st = state();
     std::vector<DueCallbacks> due;
+    try {
+        due.reserve(2);  // before the lock, as in release_mem
+    } catch (...) {}
     {
         std::lock_guard lock(st.mu);
         auto it = st.mems.find(static_cast<cl_mem>(bucket));
@@ -320,6 +323,9 @@ cl_int release_mem(cl_mem m) {
     core_scope guard;
     State& st = state();
     std::vector<DueCallbacks> due;
+    try {
+        due.reserve(1);  // before the lock: callbacks are deferred without allocating under it
+    } catch (...) {}
     cl_mem driver_sub = nullptr;
     {
         std::unique_lock lock(st.mu);

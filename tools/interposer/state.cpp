@@ -185,10 +185,10 @@ static std::vector<cl::Event> adopt(const std::vector<cl_event>& events) {
 static void callbacks_due(ContextState& cs, MemRec* rec, std::vector<DueCallbacks>& due) noexcept {
     if (rec->callbacks.empty()) return;
     try {
-        due.emplace_back();
-    } catch (...) {  // no room to defer them: run them after the queues are done
-        cs.order.finish_all();
-        run_callbacks(rec->mem, rec->callbacks);
+        due.emplace_back();  // callers reserve room first: this throws only when that failed too
+    } catch (...) {  // they cannot run under the lock (they may call the interposer): say so
+        std::fprintf(stderr, "clpool: out of host memory: %zu destructor callback(s) of %p not run\n",
+                     rec->callbacks.size(), static_cast<void*>(rec->mem));
         rec->callbacks.clear();
         return;
     }
