@@ -382,6 +382,29 @@ cl_int get_mem_info(cl_mem m, cl_mem_info param, size_t size, void* value, size_
     }
 }
 
+// An application callback the driver runs: as the application, whichever
+// thread and whichever of the core's own driver calls it runs inside.
+struct AppCallback {
+    mem_notify notify;
+    void* user_data;
+};
+static void CL_CALLBACK run_as_application(cl_mem m, void* p) {
+    auto* cb = static_cast<AppCallback*>(p);
+    {
+        app_scope as_app;
+        cb->notify(m, cb->user_data);
+    }
+    delete cb;
+}
+static cl_int driver_callback(cl_mem m, mem_notify notify, void* user_data) {
+    if (!notify) return next().clSetMemObjectDestructorCallback(m, notify, user_data);  // the driver's error
+    auto* cb = new (std::nothrow) AppCallback{notify, user_data};
+    if (!cb) return CL_OUT_OF_HOST_MEMORY;
+    const cl_int rc = next().clSetMemObjectDestructorCallback(m, run_as_application, cb);
+    if (rc != CL_SUCCESS) delete cb;
+    return rc;
+}
+
 cl_int set_mem_destructor_callback(cl_mem m, mem_notify notify, void* user_data) {
     core_scope guard;
     State& st = state();
@@ -389,13 +412,13 @@ cl_int set_mem_destructor_callback(cl_mem m, mem_notify notify, void* user_data)
     auto it = st.mems.find(m);
     if (it == st.mems.end()) {
         lock.unlock();
-        return next().clSetMemObjectDestructorCallback(m, notify, user_data);
+        return driver_callback(m, notify, user_data);
     }
     if (!notify) return CL_INVALID_VALUE;
     if (it->second->refs == 0) return CL_INVALID_MEM_OBJECT;
     if (it->second->parent) {  // a sub-buffer: the driver deletes it, and runs the callback then
         lock.unlock();
-        return next().clSetMemObjectDestructorCallback(m, notify, user_data);
+        return driver_callback(m, notify, user_data);
     }
     try {
         it->second->callbacks.emplace_back(notify, user_data);
