@@ -4,6 +4,7 @@ src=$PWD
 work=$PWD/build/consumers
 rm -rf "$work"
 cmake -S . -B "$work/lib" -DCLPOOL_BUILD_TESTS=OFF -DCLPOOL_BUILD_BENCHMARKS=OFF -DCLPOOL_BUILD_TOOLS=OFF >/dev/null
+cmake --build "$work/lib" -j "$(nproc)" >/dev/null  # the compiled C ABI, clpool::dropin_c
 cmake --install "$work/lib" --prefix "$work/prefix" >/dev/null
 for mode in find_package add_subdirectory fetchcontent; do
   cmake -S tests/consumer -B "$work/$mode" -DCLPOOL_CONSUME=$mode -DCLPOOL_SOURCE_DIR="$src" \
@@ -11,3 +12,17 @@ for mode in find_package add_subdirectory fetchcontent; do
   cmake --build "$work/$mode" -j "$(nproc)" >/dev/null
   "$work/$mode/consumer"
 done
+# A C99 project (project(... C), no C++ compiler enabled) on the installed C ABI, shared and static.
+for target in clpool::dropin_c clpool::dropin_c_static; do
+  dir=$work/c-${target#clpool::}
+  cmake -S tests/consumer/c -B "$dir" -DCMAKE_PREFIX_PATH="$work/prefix" -DCLPOOL_DROPIN_TARGET="$target" >/dev/null
+  cmake --build "$dir" -j "$(nproc)" >/dev/null
+  "$dir/c_consumer"
+done
+# The shared library exports the C pair and nothing of clpool's C++.
+so=$(find "$work/prefix" -name libclpool_dropin.so | head -n 1)
+exported=$(nm -D --defined-only "$so" | awk '$2 == "T" {print $3}' | sort | tr '\n' ' ')
+if [ "$exported" != "clpool_create_buffer clpool_release_buffer " ]; then
+  echo "libclpool_dropin.so exports: $exported" >&2
+  exit 1
+fi
