@@ -4,8 +4,8 @@
 
 #include <benchmark/benchmark.h>
 
-using EnginePool = clpool::Pool<clpool::PowerOfTwoBuckets, clpool::DeviceLocal, clpool::Unlimited,
-                                clpool::SingleMutex, clpool::HostBackend>;
+using EnginePool = clpool::Pool<clpool::PowerOfTwoBuckets, clpool::DeviceLocal, clpool::Unlimited, clpool::SingleMutex,
+                                clpool::HostBackend>;
 
 int main(int argc, char** argv) {
     clpool::benchmarks::Options o;
