@@ -14,6 +14,6 @@ for mode in find_package add_subdirectory fetchcontent; do
   # clpool::benchmark: every family of standard runs is registered and runs.
   "$work/$mode/consumer_benchmark" --benchmark_min_time=0.01 >"$work/$mode/benchmark.txt"
   for family in hit miss raw contention churn; do
-    grep -q "^$family/EnginePool/" "$work/$mode/benchmark.txt" || { echo "consumer_benchmark ($mode): no $family/ run" >&2; exit 1; }
+    grep -Eq "^$family/EnginePool[/ ]" "$work/$mode/benchmark.txt" || { echo "consumer_benchmark ($mode): no $family/ run" >&2; exit 1; }
   done
 done
