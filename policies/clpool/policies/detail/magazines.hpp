@@ -177,10 +177,10 @@ public:
         return nullptr;
     }
 
-    // A release into the calling thread's magazine (keep_in); if the caps
-    // refuse it, in a capped pool after every magazine's empty slots are given
-    // back, the block is evicted. False (no magazine, the exact bucket, after shutdown()): the
-    // pool puts it back in the shared lists.
+    // A release into the calling thread's magazine (keep_in). If the caps
+    // refuse it (in a capped pool, even after every magazine's empty slots are
+    // given back), the block is evicted. False (no magazine, the exact bucket,
+    // after shutdown()): the pool puts it back in the shared lists.
     bool put(Lists& lists, block_type* b, std::size_t nbytes) noexcept {
         const std::size_t index = b->bucket;
         if (index >= Lists::exact_bucket || shut_down()) return false;
@@ -270,8 +270,6 @@ private:
     using mag_type = magazine<block_type, K, Lists::exact_bucket>;
     using locked_bucket = typename Lists::locked_bucket;
 
-    // The calling thread's magazine for this pool, made on first use; nullptr if
-    // none can be had (thread exiting, out of host memory): use the shared lists.
     // A hit from m's bucket, refilled from the shared lists if empty; nullptr
     // if nothing is free there either. m's lock held.
     static block_type* pop(Lists& lists, mag_type& m, std::size_t index, std::size_t nbytes) noexcept {
@@ -287,7 +285,7 @@ private:
 
     // Keeps a released block in m: in a free reserved slot at once; otherwise,
     // under the stripe lock, a full magazine drains K/2 and one more slot is
-    // reserved if the caps admit it. False: the caps refuse (nothing changed).
+    // reserved if the caps admit it. False: the caps refuse; the block is not kept.
     static bool keep_in(Lists& lists, mag_type& m, block_type* b, std::size_t nbytes) noexcept {
         std::lock_guard g(m.lock);
         const std::size_t index = b->bucket;
@@ -353,6 +351,8 @@ private:
         return false;
     }
 
+    // The calling thread's magazine for this pool, made on first use; nullptr if
+    // none can be had (thread exiting, out of host memory): use the shared lists.
     mag_type* mine(Lists& lists) noexcept {
         thread_magazines* t = thread_magazines::get();
         if (!t) return nullptr;
