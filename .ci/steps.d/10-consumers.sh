@@ -1,4 +1,5 @@
-# clpool as a dependency: after cmake --install via find_package, by add_subdirectory, by FetchContent.
+# clpool as a dependency: after cmake --install via find_package, by add_subdirectory, by FetchContent;
+# each builds and runs the consumer and, with clpool::benchmark, consumer_benchmark.
 set -euo pipefail
 src=$PWD
 work=$PWD/build/consumers
@@ -11,6 +12,11 @@ for mode in find_package add_subdirectory fetchcontent; do
     -DCMAKE_PREFIX_PATH="$work/prefix" -DCLPOOL_BUILD_TESTS=OFF -DCLPOOL_BUILD_BENCHMARKS=OFF -DCLPOOL_BUILD_TOOLS=OFF >/dev/null
   cmake --build "$work/$mode" -j "$(nproc)" >/dev/null
   "$work/$mode/consumer"
+  # clpool::benchmark: every family of standard runs is registered and runs.
+  "$work/$mode/consumer_benchmark" --benchmark_min_time=0.01 >"$work/$mode/benchmark.txt"
+  for family in hit miss raw contention churn; do
+    grep -Eq "^$family/EnginePool[/ ]" "$work/$mode/benchmark.txt" || { echo "consumer_benchmark ($mode): no $family/ run" >&2; exit 1; }
+  done
 done
 # A C99 project (project(... C), no C++ compiler enabled) on the installed C ABI, shared and static.
 for target in clpool::dropin_c clpool::dropin_c_static; do

@@ -41,6 +41,9 @@ public:
     // limit once rounded): exact-size buffers, matched by size.
     static constexpr std::size_t exact_bucket = Buckets::bucket_count;
     static constexpr std::size_t size_of(std::size_t index) noexcept { return Buckets::size_from_index(index); }
+    // Whether the limit policy may refuse an idle buffer (a front then gives
+    // back the slots it holds empty before a release is refused).
+    static constexpr bool capped = !requires { requires Limits::admits_everything; };
 
     explicit shared_lists(Limits limits) : limits_(std::move(limits)) {}
     shared_lists(const shared_lists&) = delete;
