@@ -22,6 +22,6 @@ export CTS_TESTS_buffers="array_info_size buffer_copy buffer_partial_copy buffer
   sub_buffers_overlapping sub_buffers_read_write sub_buffers_read_write_dual_devices"
 export CTS_EXCLUDE_api="set_command_queue_property kernel_attributes kernel_arg_multi_setup_random get_kernel_arg_info"
 run_start=$(date +%s)
-PER_SUITE_TIMEOUT=480 MIN_PLAIN_PASSES=196 \
+CTS_TIMESTAMPS=1 PER_SUITE_TIMEOUT=480 MIN_PLAIN_PASSES=196 \
   bash tools/conformance/run_cts.sh "$lib" build/ci/cts/build build/ci/cts-results
 echo "75-cts: suites run in $(( $(date +%s) - run_start )) s (three modes)"
