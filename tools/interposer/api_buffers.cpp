@@ -30,7 +30,8 @@ void trace_passthrough(State& st, cl_mem m, cl_context c, cl_mem_flags flags, st
 // The driver work (a miss's allocation and commit, the COPY_HOST_PTR write)
 // runs outside State::mu: a driver thread running an application callback
 // that calls the interposer must never wait for a thread that waits for it.
-cl_mem create_pooled(State& st, cl_context c, cl_mem_flags flags, std::size_t size, void* host_ptr, cl_int* err) {
+cl_mem create_pooled(State& st, cl_context c, cl_mem_flags flags, std::size_t size, void* host_ptr, cl_int* err,
+                     bool empty_properties = false) {
     std::shared_ptr<ContextState> cs;
     std::shared_ptr<PoolT> pool;
     cl_command_queue writer = nullptr;
@@ -137,6 +138,7 @@ cl_mem create_pooled(State& st, cl_context c, cl_mem_flags flags, std::size_t si
     rec->holders = 0;
     rec->callbacks.clear();
     rec->pool = pool.get();
+    rec->empty_properties = empty_properties;
     rec->reuse.fence.reset();  // completed, if it had one; `unfenced` stays (see reuse::BufferMark)
     rec->block = std::move(h);
     if (st.trace) rec->trace_id = st.trace->alloc(cs->token, flags, size);
@@ -222,9 +224,18 @@ cl_mem create_buffer(cl_context c, cl_mem_flags flags, size_t size, void* host_p
 
 cl_mem create_buffer_with_properties(cl_context c, const cl_mem_properties* props, cl_mem_flags flags, size_t size,
                                      void* host_ptr, cl_int* err) {
-    if (!props || props[0] == 0) return create_buffer(c, flags, size, host_ptr, err);
     core_scope guard;
     State& st = state();
+    // No properties: pooled like clCreateBuffer. An empty list {0} is remembered, since
+    // CL_MEM_PROPERTIES must return it (OpenCL 3.0) and the bucket was made without one.
+    if ((!props || props[0] == 0) && detail::poolable(flags, size, host_ptr)) {
+        try {
+            if (cl_mem m = create_pooled(st, c, flags, size, host_ptr, err, props != nullptr)) return m;
+        } catch (const std::bad_alloc&) {  // as in create_buffer
+            if (err) *err = CL_OUT_OF_HOST_MEMORY;
+            return nullptr;
+        }
+    }
     cl_mem m = next().clCreateBufferWithProperties(c, props, flags, size, host_ptr, err);
     if (m) trace_passthrough(st, m, c, flags, size);
     return m;
@@ -368,9 +379,14 @@ cl_int get_mem_info(cl_mem m, cl_mem_info param, size_t size, void* value, size_
     switch (param) {
         case CL_MEM_REFERENCE_COUNT: return answer<cl_uint>(rec->refs, size, value, size_ret);
         case CL_MEM_SIZE: return answer<size_t>(rec->size, size, value, size_ret);
+        case CL_MEM_PROPERTIES:  // the list it was made with: {0}, or none (the bucket's own is not the application's)
+            if (rec->parent) return next().clGetMemObjectInfo(m, param, size, value, size_ret);
+            if (rec->empty_properties) return answer<cl_mem_properties>(0, size, value, size_ret);
+            if (size_ret) *size_ret = 0;
+            return CL_SUCCESS;
         case CL_MEM_FLAGS: {
-        // The driver's answer (the bucket was made with the application's flags),
-        // plus the COPY_HOST_PTR the core did by hand.
+            // The driver's answer (the bucket was made with the application's flags),
+            // plus the COPY_HOST_PTR the core did by hand.
             cl_mem_flags f = 0;
             const cl_int rc = next().clGetMemObjectInfo(m, CL_MEM_FLAGS, sizeof f, &f, nullptr);
             if (rc != CL_SUCCESS) return rc;

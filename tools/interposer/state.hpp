@@ -59,6 +59,7 @@ struct MemRec {
     PoolT::handle block;  // pooled buffers: the bucket, until recycled
     PoolT* pool = nullptr;  // pooled buffers: where the bucket goes back
     std::uint64_t trace_id = 0;
+    bool empty_properties = false;  // made by clCreateBufferWithProperties with the list {0}
     reuse::BufferMark reuse;  // pooled buffers: how its last release was fenced
 };
 
