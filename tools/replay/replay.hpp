@@ -27,7 +27,10 @@ namespace clpool::replay {
 
 // ---------------------------------------------------------------- configurations
 
-enum class bucket_scheme : unsigned char { pow2, fixed, quarter };
+// pow2: PowerOfTwoBuckets; fixed: FixedSetBuckets; half .. sixteenth:
+// SubdividedBuckets<2 .. 16> (quarter and eighth: the library's
+// QuarterPowerOfTwoBuckets and EighthPowerOfTwoBuckets).
+enum class bucket_scheme : unsigned char { pow2, fixed, half, quarter, eighth, sixteenth };
 enum class kind_choice : unsigned char { device, pinned, integrated };
 
 // A pool configuration picked at run time. The pools are compile-time policy
@@ -49,33 +52,22 @@ public:
     using std::invalid_argument::invalid_argument;
 };
 
-// Quarter-power-of-two buckets (four size classes per doubling, 256 B floor):
-// at most 25% rounding waste instead of pow2's 100%, for more, finer buckets.
-// A scheme of replay's own, to show what finer rounding buys on a trace.
-struct QuarterPow2Buckets {
-    static constexpr std::size_t min_shift = 8;
-    static constexpr std::size_t bucket_count = 4 * (std::numeric_limits<std::size_t>::digits - min_shift - 2);
-    static constexpr std::size_t index_from_size(std::size_t n) noexcept {
-        if (n <= (std::size_t{1} << min_shift)) return 0;
-        const std::size_t e = static_cast<std::size_t>(std::bit_width(n - 1)) - 1;  // 2^e < n <= 2^(e+1)
-        const std::size_t step = std::size_t{1} << (e - 2);                          // a quarter of 2^e
-        const std::size_t q = (n - (std::size_t{1} << e) + step - 1) / step;         // 1..4
-        return (e - min_shift) * 4 + q;
-    }
-    static constexpr std::size_t size_from_index(std::size_t i) noexcept {
-        if (i == 0) return std::size_t{1} << min_shift;
-        const std::size_t e = (i - 1) / 4 + min_shift, q = (i - 1) % 4 + 1;
-        return (std::size_t{1} << e) + q * (std::size_t{1} << (e - 2));
-    }
-};
-static_assert(BucketPolicy<QuarterPow2Buckets>);
-static_assert(QuarterPow2Buckets::size_from_index(QuarterPow2Buckets::index_from_size(257)) == 320);
-static_assert(QuarterPow2Buckets::size_from_index(QuarterPow2Buckets::index_from_size(1024)) == 1024);
-static_assert(QuarterPow2Buckets::size_from_index(QuarterPow2Buckets::index_from_size(1025)) == 1280);
-
 inline const char* to_string(bucket_scheme b) noexcept {
-    return b == bucket_scheme::pow2 ? "pow2" : b == bucket_scheme::fixed ? "fixed" : "quarter";
+    switch (b) {
+        case bucket_scheme::fixed: return "fixed";
+        case bucket_scheme::half: return "half";
+        case bucket_scheme::quarter: return "quarter";
+        case bucket_scheme::eighth: return "eighth";
+        case bucket_scheme::sixteenth: return "sixteenth";
+        case bucket_scheme::pow2: break;
+    }
+    return "pow2";
 }
+
+// The bucket schemes by name, as --config spells them.
+inline constexpr std::pair<std::string_view, bucket_scheme> bucket_schemes[] = {
+    {"pow2", bucket_scheme::pow2},       {"fixed", bucket_scheme::fixed},   {"half", bucket_scheme::half},
+    {"quarter", bucket_scheme::quarter}, {"eighth", bucket_scheme::eighth}, {"sixteenth", bucket_scheme::sixteenth}};
 inline const char* to_string(kind_choice k) noexcept {
     return k == kind_choice::device ? "device" : k == kind_choice::pinned ? "pinned" : "integrated";
 }
@@ -99,7 +91,7 @@ inline std::vector<Config> alias_configs() {
     return {buffer, pinned, persistent};
 }
 
-// Parses "key=value,key=value": buckets=pow2|fixed|quarter, cap=SIZE|none,
+// Parses "key=value,key=value": buckets=pow2|fixed|half|quarter|eighth|sixteenth, cap=SIZE|none,
 // per-bucket=N|none, kind=device|pinned|integrated, name=TEXT. Unset keys
 // take BufferPool's values (pow2, unlimited, device). Giving cap or
 // per-bucket makes the pool Capped (the other limit then unbounded).
@@ -127,10 +119,12 @@ inline Config parse_config(std::string_view spec, std::size_t ordinal) {
             if (value.empty()) throw config_spec_error("--config name= is empty; give the configuration a name");
             c.name = value;
         } else if (key == "buckets") {
-            if (value == "pow2") c.buckets = bucket_scheme::pow2;
-            else if (value == "fixed") c.buckets = bucket_scheme::fixed;
-            else if (value == "quarter") c.buckets = bucket_scheme::quarter;
-            else throw config_spec_error("--config buckets='" + value + "'; expected pow2, fixed or quarter");
+            const auto* it = std::find_if(std::begin(bucket_schemes), std::end(bucket_schemes),
+                                          [&](const auto& b) { return b.first == value; });
+            if (it == std::end(bucket_schemes))
+                throw config_spec_error("--config buckets='" + value +
+                                        "'; expected pow2, fixed, half, quarter, eighth or sixteenth");
+            c.buckets = it->second;
         } else if (key == "cap") {
             if (value == "none") continue;
             const auto b = tools::parse_bytes(value);
@@ -165,6 +159,9 @@ inline Config parse_config(std::string_view spec, std::size_t ordinal) {
 // is single-threaded, so plain counters.
 struct DriverCounter {
     std::size_t held = 0;
+    // A simulated device capacity: an allocation that would take held past it
+    // fails as out of memory (the pool then trims and retries once).
+    std::size_t capacity = std::numeric_limits<std::size_t>::max();
     std::uint64_t allocations = 0;
     std::uint64_t frees = 0;
 };
@@ -214,6 +211,7 @@ public:
     bool unified_memory() const noexcept { return inner_.unified_memory(); }
     decltype(auto) name() const { return inner_.name(); }  // the pool wants what the inner backend gives
     Allocation<memory_type> allocate(std::size_t n, MemoryKind k) noexcept {
+        if (n > counter_->capacity - counter_->held) return {memory_type{}, AllocStatus::out_of_memory, 0};
         auto a = inner_.allocate(n, k);
         if (a.status != AllocStatus::ok) return {memory_type{}, a.status, a.native_code};
         counter_->held += n;
@@ -244,6 +242,9 @@ struct Target {
     cl::Context context;
     cl_device_id device = nullptr;
 #endif
+    // Bytes every configuration may hold from the driver at once (a simulated
+    // device size; the capacity search sets it).
+    std::size_t capacity = std::numeric_limits<std::size_t>::max();
     std::string description() const {
         return what == type::host  ? "host backend (aligned host memory)"
                : what == type::sim ? "simulation (no memory made)"
@@ -266,6 +267,7 @@ public:
     // Bytes handed out beyond what was asked for, right now.
     virtual std::size_t waste() const noexcept = 0;
     const DriverCounter& driver() const noexcept { return counter_; }
+    void set_capacity(std::size_t bytes) noexcept { counter_.capacity = bytes; }
     std::uint64_t passthrough() const noexcept { return passthrough_; }
 
 protected:
@@ -372,7 +374,10 @@ auto with_policies(const Config& c, F&& f) {
     };
     switch (c.buckets) {
         case bucket_scheme::fixed: return with_limits(tag<FixedSetBuckets>{});
-        case bucket_scheme::quarter: return with_limits(tag<QuarterPow2Buckets>{});
+        case bucket_scheme::half: return with_limits(tag<SubdividedBuckets<2>>{});
+        case bucket_scheme::quarter: return with_limits(tag<QuarterPowerOfTwoBuckets>{});
+        case bucket_scheme::eighth: return with_limits(tag<EighthPowerOfTwoBuckets>{});
+        case bucket_scheme::sixteenth: return with_limits(tag<SubdividedBuckets<16>>{});
         case bucket_scheme::pow2: break;
     }
     return with_limits(tag<PowerOfTwoBuckets>{});
@@ -441,10 +446,25 @@ struct Result {
     std::size_t peak_waste = 0;          // rounding waste (bucket - asked) at most, over the trace
     double seconds = 0;                  // wall time of the replay
     std::vector<std::size_t> held;       // bytes held after each event
+    // After the warm-up (run's `warmup` first allocations): allocations, and
+    // those that called the driver or failed.
+    std::uint64_t warm_allocations = 0;
+    std::uint64_t warm_driver_allocations = 0;
 
     std::uint64_t avoided() const noexcept { return allocations - driver_allocations - failed; }  // = pool hits
     double hit_rate() const noexcept {
         return allocations ? static_cast<double>(avoided()) / static_cast<double>(allocations) : 0.0;
+    }
+    // The share of allocations after the warm-up served with no driver call
+    // (1 if there are none).
+    double warm_hit_rate() const noexcept {
+        return warm_allocations
+                   ? 1.0 - static_cast<double>(warm_driver_allocations) / static_cast<double>(warm_allocations)
+                   : 1.0;
+    }
+    // Peak bytes held over peak bytes live (the unpooled replay's peak).
+    double held_over_live(std::size_t peak_live) const noexcept {
+        return peak_live ? static_cast<double>(peak_held) / static_cast<double>(peak_live) : 0.0;
     }
 };
 
@@ -467,6 +487,7 @@ inline Result run_unpooled(const Trace& trace) {
         r.held.push_back(held);
     }
     r.driver_allocations = r.allocations;
+    r.warm_allocations = r.warm_driver_allocations = r.allocations;
     r.held_at_end = held;
     return r;
 }
@@ -474,18 +495,26 @@ inline Result run_unpooled(const Trace& trace) {
 // Replays the trace through one configuration: pools are made fresh, every
 // alloc asks its (context, flags) pool, every free releases the handle.
 // Buffers still live at the end are released, then the pools destroyed.
+// The first `warmup` allocations are left out of warm_allocations and
+// warm_driver_allocations. Target::capacity caps the bytes held.
 // Throws driver_error (a backend cannot be made), config_error.
 // Cost: one pool operation per event, plus the backend's allocations.
-inline Result run(const Trace& trace, const Config& c, const Target& t) {
+inline Result run(const Trace& trace, const Config& c, const Target& t, std::size_t warmup = 0) {
     Result r;
     r.name = c.name;
     r.spec = c.spec;
     r.held.reserve(trace.events.size());
     auto set = make_pool_set(c, t);
+    set->set_capacity(t.capacity);
     const auto start = std::chrono::steady_clock::now();
     for (const auto& e : trace.events) {
-        if (e.kind == op::alloc) ++r.allocations;
-        if (!set->apply(e)) ++r.failed;
+        const std::uint64_t driver_before = set->driver().allocations;
+        const bool ok = set->apply(e);
+        if (!ok) ++r.failed;
+        if (e.kind == op::alloc && r.allocations++ >= warmup) {
+            ++r.warm_allocations;
+            if (!ok || set->driver().allocations != driver_before) ++r.warm_driver_allocations;
+        }
         const std::size_t held = set->driver().held;
         r.peak_held = std::max(r.peak_held, held);
         r.peak_waste = std::max(r.peak_waste, set->waste());
