@@ -82,6 +82,11 @@ nlohmann::json to_json(const Result& r, std::size_t peak_live, const replay::Cap
             {"bytes_held_at_end", r.held_at_end},
             {"peak_bytes_wasted_by_rounding", r.peak_waste},
             {"evictions", r.stats.evictions},
+            {"segments_at_end", r.stats.segments},
+            {"segment_bytes_at_end", r.stats.segment_bytes},
+            {"segment_allocations", r.stats.segment_allocations},
+            {"sub_buffer_fallbacks", r.stats.sub_buffer_fallbacks},
+            {"fragmentation_at_end", r.stats.fragmentation()},
             {"seconds", r.seconds},
             {"buckets", buckets}};
 }
@@ -172,7 +177,7 @@ void print_suggestion(std::ostream& os, const replay::Trace& trace, std::size_t 
 int main(int argc, char** argv) {
     CLI::App app{
         "Replays an allocation trace (docs/TRACE_FORMAT.md) through BufferPool, PinnedBufferPool,\n"
-        "PersistentBufferPool and custom configurations, and reports for each: hit rate, driver\n"
+        "PersistentBufferPool, ArenaPool and custom configurations, and reports for each: hit rate, driver\n"
         "allocations avoided, peak bytes held, rounding waste, evictions and a per-bucket table.\n"
         "Exit codes: 0 ok, 1 the replay failed (driver error), 2 bad arguments or a malformed trace.",
         "clpool-replay"};
@@ -185,7 +190,9 @@ int main(int argc, char** argv) {
     app.add_option("-c,--config", config_specs,
                    "a custom configuration, repeatable: comma-separated key=value from\n"
                    "name=TEXT, buckets=pow2|fixed|half|quarter|eighth|sixteenth (classes per doubling:\n"
-                   "1 for pow2, 2 .. 16 for the others), cap=SIZE|none (idle bytes kept),\n"
+                   "1 for pow2, 2 .. 16 for the others) or arena (blocks carved from segments, with\n"
+                   "segment=SIZE, large-segment=SIZE, small=SIZE, granularity=SIZE, max-free=F),\n"
+                   "cap=SIZE|none (idle bytes kept),\n"
                    "per-bucket=N|none (idle buffers per bucket), kind=device|pinned|integrated;\n"
                    "e.g. 'name=small,buckets=pow2,cap=256MiB,per-bucket=8'")
         ->take_all();
@@ -331,6 +338,14 @@ int main(int argc, char** argv) {
                << (resolution == 1 ? std::string("the byte") : format_bytes(static_cast<double>(resolution)))
                << "; pools trim and retry on out-of-memory).\n";
         if (warmup) os << "after warm-up: allocations after the first " << warmup << " served with no driver call.\n";
+        for (const auto& r : results)
+            if (r.stats.segment_allocations)
+                os << r.name << ": " << r.stats.segment_allocations << " segments allocated, " << r.stats.segments
+                   << " (" << format_bytes(static_cast<double>(r.stats.segment_bytes))
+                   << ") at the end, largest free block "
+                   << format_bytes(static_cast<double>(r.stats.largest_free_block)) << ", fragmentation "
+                   << percent(r.stats.fragmentation()) << ", sub-buffer fallbacks " << r.stats.sub_buffer_fallbacks
+                   << ".\n";
         os << "\nconfigurations:\n";
         for (const auto& r : results) os << "  " << r.name << ": " << r.spec << '\n';
         if (!no_buckets) {

@@ -134,7 +134,7 @@ if(CLPOOL_WITH_OPENCL)
     STDOUT "backend: OpenCL " "\nBufferPool +33\\.3% +6 +3 ")
 endif()
 clpool_tool_test(replay.bad_config RC 2 COMMAND ${replay} ${CLPOOL_TRACES}/small.trace --config buckets=zig
-  STDERR "buckets='zig'; expected pow2, fixed, half, quarter, eighth or sixteenth")
+  STDERR "buckets='zig'; expected pow2, fixed, half, quarter, eighth, sixteenth or arena")
 # small.trace's live peak is 1.07 MiB; BufferPool needs exactly 1118720 B (worked in tests/tools/test_replay.cpp).
 clpool_tool_test(replay.min_capacity COMMAND ${replay} ${CLPOOL_TRACES}/small.trace -d sim --no-buckets
   --resolution 1 --json ${o}/replay-capacity.json
@@ -144,8 +144,14 @@ clpool_tool_test(replay.no_search COMMAND ${replay} ${CLPOOL_TRACES}/small.trace
   STDOUT "held / live +peak waste")
 clpool_tool_test(replay.suggest COMMAND ${replay} ${CLPOOL_TRACES}/training_loop.trace -d sim --no-buckets
   --suggest --warmup 10% --min-hit-rate 90
-  STDOUT "after warm-up" "suggest: 90 configurations" "suggested: -c buckets="
-  "\nusing TracedPool = clpool::Pool<clpool::[A-Za-z<>0-9]+, clpool::DeviceLocal, clpool::(Capped|Unlimited), clpool::SingleMutex, clpool::OpenCLBackend>;\n// TracedPool pool\\(")
+  STDOUT "after warm-up" "suggest: 117 configurations" "suggested: -c buckets="
+  "\nusing TracedPool = clpool::Pool<clpool::[A-Za-z<>0-9]+, clpool::DeviceLocal, clpool::(Capped|Unlimited), clpool::SingleMutex, clpool::(OpenCLBackend|SubAllocated<clpool::OpenCLBackend>)>;\n// TracedPool pool\\(")
+# ArenaPool is an alias row now; the arena's keys are checked.
+clpool_tool_test(replay.arena COMMAND ${replay} ${CLPOOL_TRACES}/training_loop.trace -d sim --no-buckets
+  -c name=wide,buckets=arena,segment=8MiB,large-segment=64MiB,max-free=0.5
+  STDOUT "\nArenaPool +[0-9.]+% " "\nwide +[0-9.]+% " "ArenaPool: [0-9]+ segments allocated, [0-9]+ \\(")
+clpool_tool_test(replay.arena_key_without_arena RC 2 COMMAND ${replay} ${CLPOOL_TRACES}/small.trace -c segment=4MiB
+  STDERR "segment= applies to buckets=arena only")
 clpool_tool_test(replay.suggest_unmet COMMAND ${replay} ${CLPOOL_TRACES}/small.trace -d sim --no-buckets --suggest
   STDOUT "none meets it; lower --min-hit-rate or raise --warmup")
 clpool_tool_test(replay.bad_resolution RC 2 COMMAND ${replay} ${CLPOOL_TRACES}/small.trace --resolution 0
