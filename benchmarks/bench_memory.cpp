@@ -7,7 +7,10 @@
 //   waste_pct      (held - requested) / requested, in percent
 //   cached_after   bytes the pool still holds once the churn phase is over
 //   peak_ratio     peak bytes held from the driver / peak bytes requested,
-//                  over a churn of random allocate/release (working set of 64)
+//                  over a churn of random allocate/release (working set of 64);
+//                  for the arena pools the driver holds segments: peak segment bytes
+//   held_ratio     bytes held from the driver / requested, with the whole mix live
+//   churn_driver_free_pct  allocations of the churn that made no driver allocation, in percent
 // The pool runs on a backend that allocates nothing, so the mixes can reach
 // gigabytes on any machine.
 #include "common/phantom_backend.hpp"
@@ -57,12 +60,21 @@ std::vector<std::size_t> loguniform_mix() {
     return out;
 }
 
+// Bytes held from the driver: segments for a sub-allocating pool.
+std::size_t driver_held(const PoolStats& s) { return s.segments ? s.segment_bytes : s.bytes_allocated; }
+std::size_t driver_peak(const PoolStats& s) {
+    return s.peak_segment_bytes ? s.peak_segment_bytes : s.peak_bytes_allocated;
+}
+
 template <class Buckets>
+using Bucketed = Pool<Buckets, DeviceLocal, Unlimited, SingleMutex, PhantomBackend>;
+using Arena = BasicArenaPool<PhantomBackend>;
+
+template <class P>
 void memory(benchmark::State& state, std::vector<std::size_t> (*make_mix)()) {
-    using P = Pool<Buckets, DeviceLocal, Unlimited, SingleMutex, PhantomBackend>;
     const auto sizes = make_mix();
     P pool{PhantomBackend{}};
-    std::size_t requested = 0, held = 0;
+    std::size_t requested = 0, held = 0, driver = 0;
     for (auto _ : state) {
         std::vector<typename P::handle> live;
         live.reserve(sizes.size());
@@ -70,16 +82,19 @@ void memory(benchmark::State& state, std::vector<std::size_t> (*make_mix)()) {
         const auto s = pool.stats();
         requested = s.bytes_requested;
         held = s.bytes_in_use;
+        driver = driver_held(s);
     }
     // Churn: a working set of 64 handles, a random one replaced by a random size each step.
     P churn{PhantomBackend{}};
     std::mt19937_64 rng(7);
     std::vector<typename P::handle> ws(64);
     std::size_t live_requested = 0, peak_requested = 0;
+    std::uint64_t driver_allocations = 0, allocations = 0;
     for (int step = 0; step < 20000; ++step) {
         auto& h = ws[rng() % ws.size()];
         live_requested -= h.nbytes();
         h = churn.allocate(sizes[rng() % sizes.size()]);
+        ++allocations;
         live_requested += h.nbytes();
         peak_requested = std::max(peak_requested, live_requested);
     }
@@ -89,7 +104,11 @@ void memory(benchmark::State& state, std::vector<std::size_t> (*make_mix)()) {
     state.counters["held"] = static_cast<double>(held);
     state.counters["waste_pct"] = 100.0 * static_cast<double>(held - requested) / static_cast<double>(requested);
     state.counters["cached_after"] = static_cast<double>(cs.bytes_cached);
-    state.counters["peak_ratio"] = static_cast<double>(cs.peak_bytes_allocated) / static_cast<double>(peak_requested);
+    driver_allocations = cs.segments || cs.peak_segment_bytes ? cs.segment_allocations : cs.misses;
+    state.counters["peak_ratio"] = static_cast<double>(driver_peak(cs)) / static_cast<double>(peak_requested);
+    state.counters["held_ratio"] = static_cast<double>(driver) / static_cast<double>(requested);
+    state.counters["churn_driver_free_pct"] =
+        100.0 * static_cast<double>(allocations - driver_allocations) / static_cast<double>(allocations);
     state.counters["churn_hit_rate"] = cs.hit_rate();
     state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(sizes.size()));
 }
@@ -97,10 +116,12 @@ void memory(benchmark::State& state, std::vector<std::size_t> (*make_mix)()) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    benchmark::RegisterBenchmark("memory/PowerOfTwo/tensors", memory<PowerOfTwoBuckets>, tensor_mix);
-    benchmark::RegisterBenchmark("memory/FixedSet/tensors", memory<FixedSetBuckets>, tensor_mix);
-    benchmark::RegisterBenchmark("memory/PowerOfTwo/loguniform", memory<PowerOfTwoBuckets>, loguniform_mix);
-    benchmark::RegisterBenchmark("memory/FixedSet/loguniform", memory<FixedSetBuckets>, loguniform_mix);
+    benchmark::RegisterBenchmark("memory/PowerOfTwo/tensors", memory<Bucketed<PowerOfTwoBuckets>>, tensor_mix);
+    benchmark::RegisterBenchmark("memory/FixedSet/tensors", memory<Bucketed<FixedSetBuckets>>, tensor_mix);
+    benchmark::RegisterBenchmark("memory/Arena/tensors", memory<Arena>, tensor_mix);
+    benchmark::RegisterBenchmark("memory/PowerOfTwo/loguniform", memory<Bucketed<PowerOfTwoBuckets>>, loguniform_mix);
+    benchmark::RegisterBenchmark("memory/FixedSet/loguniform", memory<Bucketed<FixedSetBuckets>>, loguniform_mix);
+    benchmark::RegisterBenchmark("memory/Arena/loguniform", memory<Arena>, loguniform_mix);
     benchmark::Initialize(&argc, argv);
     if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
     benchmark::RunSpecifiedBenchmarks();

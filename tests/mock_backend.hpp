@@ -64,6 +64,10 @@ struct Ledger {
     std::atomic<long> live_bytes{0};
     std::atomic<long> capacity{-1};       // bytes the "device" has (-1: unlimited)
     std::atomic<bool> fail_as_driver_error{false};  // scripted failures: AllocStatus::failed, not out_of_memory
+    // SubAllocated<MockBackend>: what sub_alignment() reports, and whether sub_range() fails.
+    std::atomic<std::size_t> sub_alignment{64};
+    std::atomic<bool> fail_sub_ranges{false};
+    std::atomic<long> sub_ranges{0};  // sub_range() calls
 
     Ledger() { LedgerList::instance().add(this); }
     ~Ledger() { LedgerList::instance().remove(this); }
@@ -105,6 +109,7 @@ private:
 class MockBackend {
 public:
     using memory_type = MockMemory;
+    using sub_memory_type = HostRange;  // SubAllocated<MockBackend>'s blocks
     static constexpr backend_abilities abilities = backend_ability::none;
     static constexpr int oom_code = -4;  // CL_MEM_OBJECT_ALLOCATION_FAILURE's value
     static constexpr int failed_code = -61;  // CL_INVALID_BUFFER_SIZE's value
@@ -143,6 +148,15 @@ public:
         if (cap < 0) ledger_->live_bytes += bytes;
         return {MockMemory{std::move(r.memory), ledger_}, AllocStatus::ok, 0};
     }
+
+    // For SubAllocated: scripted by the ledger (alignment, failing views).
+    std::size_t sub_alignment() const noexcept { return ledger_->sub_alignment.load(); }
+    Allocation<HostRange> sub_range(const MockMemory& segment, std::size_t offset, std::size_t n) noexcept {
+        ++ledger_->sub_ranges;
+        if (ledger_->fail_sub_ranges.load()) return {HostRange{}, AllocStatus::failed, failed_code};
+        return {HostRange(segment.data() + offset, n), AllocStatus::ok, 0};
+    }
+    static HostRange whole_range(const MockMemory& m, std::size_t n) noexcept { return HostRange(m.data(), n); }
 
 private:
     std::shared_ptr<Ledger> ledger_;

@@ -22,22 +22,39 @@ Limits default_limits() {
     else return Limits{std::size_t{4} << 30, Capped::default_per_bucket};
 }
 
-template <class P>
-std::unique_ptr<P> make_pool(typename P::limit_policy limits = default_limits<typename P::limit_policy>()) {
-    using B = typename P::backend_type;
-    if constexpr (std::is_same_v<B, HostBackend>) {
-        return std::make_unique<P>(HostBackend{}, limits);
+// Mock-backed pools whose blocks are carved from segments (SubAllocated).
+template <class Buckets, class Flags, class Limits, class Locks>
+using MockArenaPool = Pool<Buckets, Flags, Limits, Locks, SubAllocated<MockBackend>>;
+
+template <class B>
+struct is_sub_allocated : std::false_type {};
+template <class B>
+struct is_sub_allocated<SubAllocated<B>> : std::true_type {};
+
+// A fresh backend of type B for a test pool.
+template <class B>
+B make_backend() {
+    if constexpr (is_sub_allocated<B>::value) {
+        return B(make_backend<typename B::parent_type>());
+    } else if constexpr (std::is_same_v<B, HostBackend>) {
+        return HostBackend{};
 #ifdef CLPOOL_HAS_OPENCL
     } else if constexpr (std::is_same_v<B, OpenCLBackend>) {
-        return std::make_unique<P>(OpenCLBackend(OpenCLEnv::get().context), limits);
+        return OpenCLBackend(OpenCLEnv::get().context);
 #endif
     } else {
-        return std::make_unique<P>(MockBackend{}, limits);
+        return MockBackend{};
     }
+}
+
+template <class P>
+std::unique_ptr<P> make_pool(typename P::limit_policy limits = default_limits<typename P::limit_policy>()) {
+    return std::make_unique<P>(make_backend<typename P::backend_type>(), limits);
 }
 
 inline const void* identity(const HostMemory& m) { return m.data(); }
 inline const void* identity(const MockMemory& m) { return m.data(); }
+inline const void* identity(const HostRange& m) { return m.data(); }
 #ifdef CLPOOL_HAS_OPENCL
 inline const void* identity(const cl::Buffer& b) { return b(); }
 #endif

@@ -17,6 +17,7 @@ struct PhantomMemory {
 
 struct PhantomBackend {
     using memory_type = PhantomMemory;
+    using sub_memory_type = PhantomMemory;  // SubAllocated<PhantomBackend>: bookkeeping of the arena alone
     static constexpr backend_abilities abilities = backend_ability::none;
     std::size_t max_alloc_size() const noexcept { return std::numeric_limits<std::size_t>::max() / 4; }
     bool unified_memory() const noexcept { return true; }
@@ -24,6 +25,11 @@ struct PhantomBackend {
     Allocation<PhantomMemory> allocate(std::size_t n, MemoryKind) noexcept {
         return {PhantomMemory{n}, AllocStatus::ok, 0};
     }
+    std::size_t sub_alignment() const noexcept { return 512; }  // NVIDIA's CL_DEVICE_MEM_BASE_ADDR_ALIGN
+    static Allocation<PhantomMemory> sub_range(const PhantomMemory&, std::size_t, std::size_t n) noexcept {
+        return {PhantomMemory{n}, AllocStatus::ok, 0};
+    }
+    static PhantomMemory whole_range(const PhantomMemory&, std::size_t n) noexcept { return PhantomMemory{n}; }
 };
 
 static_assert(Backend<PhantomBackend>);

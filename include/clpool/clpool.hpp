@@ -9,12 +9,14 @@
 #include <clpool/core/handle.hpp>
 #include <clpool/core/pool.hpp>
 #include <clpool/core/stats.hpp>
+#include <clpool/policies/arena_buckets.hpp>
 #include <clpool/policies/bucket.hpp>
 #include <clpool/policies/flags.hpp>
 #include <clpool/policies/limits.hpp>
 #include <clpool/policies/locks.hpp>
 #include <clpool/policies/thread_cached.hpp>
 #include <clpool/backends/host.hpp>
+#include <clpool/backends/sub_allocated.hpp>
 
 // Capabilities with or without OpenCL.
 #include <clpool/runtime/config.hpp>

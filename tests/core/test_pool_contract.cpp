@@ -14,12 +14,15 @@ using namespace clpool::test;
 #define CLPOOL_OPENCL_POOLS
 #endif
 
-#define CLPOOL_CONTRACT_POOLS                                             \
-    host::BufferPool, host::PinnedBufferPool, host::PersistentBufferPool, \
-        MockPool<PowerOfTwoBuckets, DeviceLocal, Unlimited, NoLock>,      \
-        MockPool<PowerOfTwoBuckets, HostPinned, Unlimited, SingleMutex>,  \
-        MockPool<FixedSetBuckets, IntegratedAware, Capped, Striped<4>>,   \
-        MockPool<FixedSetBuckets, DeviceLocal, Capped, ThreadCached<4>> CLPOOL_OPENCL_POOLS
+#define CLPOOL_CONTRACT_POOLS                                                             \
+    host::BufferPool, host::PinnedBufferPool, host::PersistentBufferPool,                 \
+        MockPool<PowerOfTwoBuckets, DeviceLocal, Unlimited, NoLock>,                      \
+        MockPool<PowerOfTwoBuckets, HostPinned, Unlimited, SingleMutex>,                  \
+        MockPool<FixedSetBuckets, IntegratedAware, Capped, Striped<4>>,                   \
+        MockPool<FixedSetBuckets, DeviceLocal, Capped, ThreadCached<4>>, host::ArenaPool, \
+        MockArenaPool<ArenaBuckets, DeviceLocal, Unlimited, NoLock>,                      \
+        MockArenaPool<PowerOfTwoBuckets, HostPinned, Capped, Striped<4>>,                 \
+        MockArenaPool<ArenaBuckets, DeviceLocal, Capped, ThreadCached<4>> CLPOOL_OPENCL_POOLS
 
 TEST_CASE_TEMPLATE("a pool hands back what it cached, and only that", P, CLPOOL_CONTRACT_POOLS) {
     auto pool = make_pool<P>();

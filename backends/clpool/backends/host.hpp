@@ -43,11 +43,37 @@ private:
     std::size_t alignment_ = alignof(std::max_align_t);
 };
 
+// Part of a HostMemory (a block SubAllocated<HostBackend> carved): a pointer
+// and a size, owning nothing.
+class HostRange {
+public:
+    HostRange() noexcept = default;
+    HostRange(std::byte* data, std::size_t size) noexcept : data_(data), size_(size) {}
+    HostRange(HostRange&& o) noexcept : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)) {}
+    HostRange& operator=(HostRange&& o) noexcept {
+        data_ = std::exchange(o.data_, nullptr);
+        size_ = std::exchange(o.size_, 0);
+        return *this;
+    }
+    HostRange(const HostRange&) = delete;
+    HostRange& operator=(const HostRange&) = delete;
+    ~HostRange() = default;
+
+    std::byte* data() const noexcept { return data_; }
+    std::size_t size() const noexcept { return size_; }
+    explicit operator bool() const noexcept { return data_ != nullptr; }
+
+private:
+    std::byte* data_ = nullptr;
+    std::size_t size_ = 0;
+};
+
 // Aligned host memory. Every MemoryKind is the same host memory, and the
 // device "shares" it, so unified_memory() is true. Thread-safe.
 class HostBackend {
 public:
     using memory_type = HostMemory;
+    using sub_memory_type = HostRange;  // SubAllocated<HostBackend>'s blocks
     // No events (host memory is never used by queued work), nothing to abandon.
     static constexpr backend_abilities abilities = backend_ability::none;
 
@@ -71,6 +97,14 @@ public:
         for (std::size_t i = 0; i < n; i += page_size) bytes[i] = 0;
         return {HostMemory{static_cast<std::byte*>(p), n, alignment_}, AllocStatus::ok, 0};
     }
+
+    // For SubAllocated: host memory needs no alignment of a block's origin
+    // beyond what any object needs.
+    std::size_t sub_alignment() const noexcept { return alignof(std::max_align_t); }
+    static Allocation<HostRange> sub_range(const HostMemory& segment, std::size_t offset, std::size_t n) noexcept {
+        return {HostRange(segment.data() + offset, n), AllocStatus::ok, 0};
+    }
+    static HostRange whole_range(const HostMemory& m, std::size_t n) noexcept { return HostRange(m.data(), n); }
 
 private:
     static constexpr std::size_t page_size = 4096;

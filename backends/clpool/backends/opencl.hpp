@@ -173,6 +173,44 @@ struct private_device {
     bool unified = false;       // CL_DEVICE_HOST_UNIFIED_MEMORY
 };
 
+// CL_DEVICE_MEM_BASE_ADDR_ALIGN, which OpenCL gives in bits (NVIDIA: 4096
+// bits, 512 bytes), as bytes. Throws config_error naming the value unless it
+// is a power of two of at least 8 bits: a sub-buffer's origin must be a
+// multiple of it, and no sensible multiple exists otherwise.
+inline std::size_t base_address_alignment_bytes(cl_uint bits, const std::string& device_name) {
+    if (bits < 8 || (bits & (bits - 1)) != 0)
+        throw config_error("clpool: device '" + device_name +
+                           "' reports CL_DEVICE_MEM_BASE_ADDR_ALIGN = " + std::to_string(bits) +
+                           " bits; sub-allocation needs a power of two of at least 8 bits (one byte)");
+    return bits / 8;
+}
+
+// The alignment every device of the context needs for a sub-buffer's origin, in bytes.
+inline std::size_t base_address_alignment_of(cl_context ctx) {
+    std::size_t a = 1;
+    for (cl_device_id d : context_devices(ctx))
+        a = std::max(a, base_address_alignment_bytes(device_info<cl_uint>(d, CL_DEVICE_MEM_BASE_ADDR_ALIGN),
+                                                     device_string(d, CL_DEVICE_NAME)));
+    return a;
+}
+
+// A sub-buffer of n bytes at offset of `segment` (for SubAllocated); its
+// flags are the segment's. Never throws.
+inline Allocation<cl::Buffer> sub_buffer(const cl::Buffer& segment, std::size_t offset, std::size_t n) noexcept {
+    cl_buffer_region region{offset, n};
+    cl_int err = CL_SUCCESS;
+    cl_mem sub = clCreateSubBuffer(segment(), 0, CL_BUFFER_CREATE_TYPE_REGION, &region, &err);
+    if (err != CL_SUCCESS || !sub)
+        return {cl::Buffer(), AllocStatus::failed, err != CL_SUCCESS ? err : CL_INVALID_VALUE};
+    return {cl::Buffer(sub, false), AllocStatus::ok, CL_SUCCESS};
+}
+
+// Another reference to the same buffer. Never throws.
+inline cl::Buffer share(const cl::Buffer& b) noexcept {
+    if (b() && clRetainMemObject(b()) == CL_SUCCESS) return cl::Buffer(b(), false);
+    return cl::Buffer();
+}
+
 // A failed allocation with the driver's code, out_of_memory where the code says so.
 template <class Memory>
 Allocation<Memory> failed_allocation(cl_int err) noexcept {
@@ -190,6 +228,7 @@ Allocation<Memory> failed_allocation(cl_int err) noexcept {
 class OpenCLBackend {
 public:
     using memory_type = cl::Buffer;
+    using sub_memory_type = cl::Buffer;  // SubAllocated<OpenCLBackend>'s blocks: sub-buffers
     using event_type = cl::Event;
     // event_complete and wait_for (release_after); abandon (a fork child).
     static constexpr backend_abilities abilities = backend_ability::events | backend_ability::abandon;
@@ -246,6 +285,15 @@ public:
 
     // Forgets the context and commit queue without releasing them (a fork child).
     void abandon() noexcept { dev_.abandon(); }
+
+    // For SubAllocated: a sub-buffer's origin must be a multiple of this
+    // (CL_DEVICE_MEM_BASE_ADDR_ALIGN in bytes, the largest over the context's
+    // devices). Throws config_error if a device reports an unusable value.
+    std::size_t sub_alignment() const { return opencl::base_address_alignment_of(dev_.context()); }
+    static Allocation<cl::Buffer> sub_range(const cl::Buffer& segment, std::size_t offset, std::size_t n) noexcept {
+        return opencl::sub_buffer(segment, offset, n);
+    }
+    static cl::Buffer whole_range(const cl::Buffer& m, std::size_t) noexcept { return opencl::share(m); }
 
 private:
     static Allocation<cl::Buffer> failure(cl_int err) noexcept { return opencl::failed_allocation<cl::Buffer>(err); }

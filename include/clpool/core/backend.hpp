@@ -4,6 +4,7 @@
 #pragma once
 
 #include <clpool/core/memory_kind.hpp>
+#include <clpool/core/stats.hpp>
 
 #include <concepts>
 #include <cstddef>
@@ -52,6 +53,15 @@ enum class backend_ability : unsigned {
     // (MappedPinnedBackend: a mapped host pointer is the source or destination
     // of a copy on another buffer).
     free_waits_for_events = 1u << 2,
+    // The backend keeps memory of its own to carve from (SubAllocated's
+    // segments): `Allocation<memory_type> allocate_held(std::size_t, MemoryKind) noexcept`
+    // serves from what it already holds, never the driver (status
+    // out_of_memory when nothing fits); `std::size_t release_empty() noexcept`
+    // gives whole empty segments back to the driver (returns their bytes);
+    // `void add_stats(PoolStats&) const noexcept` fills the segment fields.
+    // The pool then gives its cache back to the backend before it lets the
+    // backend grow (allocate), and trim() calls release_empty().
+    sub_allocates = 1u << 3,
 };
 // A set of abilities: backend_ability values joined with |.
 using backend_abilities = backend_ability;
@@ -133,6 +143,15 @@ concept backend_abandon = requires(B& b) {
     { b.abandon() } noexcept -> std::same_as<void>;
 };
 
+// backend_ability::sub_allocates.
+template <class B>
+concept backend_sub_allocates =
+    backend_memory<B> && requires(B& b, const B& cb, std::size_t n, MemoryKind k, PoolStats& s) {
+        { b.allocate_held(n, k) } noexcept -> std::same_as<Allocation<typename B::memory_type>>;
+        { b.release_empty() } noexcept -> std::same_as<std::size_t>;
+        { cb.add_stats(s) } noexcept -> std::same_as<void>;
+    };
+
 // backend_ability::free_waits_for_events: waits with the events' members.
 template <class B>
 concept backend_free_waits_for_events = backend_declares<B, backend_ability::events> && backend_events<B>;
@@ -146,6 +165,9 @@ concept has_event_members =
     requires { typename B::event_type; } || requires { &B::event_complete; } || requires { &B::wait_for; };
 template <class B>
 concept has_abandon_member = requires { &B::abandon; } || requires(B& b) { b.abandon(); };
+template <class B>
+concept has_sub_allocation_members =
+    requires { &B::allocate_held; } || requires { &B::release_empty; } || requires { &B::add_stats; };
 // The bool flag older backends set; now backend_ability::free_waits_for_events.
 template <class B>
 concept has_free_waits_member = requires { B::free_waits_for_events; };
@@ -159,6 +181,8 @@ concept Backend =
     backend_abilities_declaration<B> && (!backend_declares<B, backend_ability::events> || backend_events<B>) &&
     (!backend_declares<B, backend_ability::abandon> || backend_abandon<B>) &&
     (!backend_declares<B, backend_ability::free_waits_for_events> || backend_free_waits_for_events<B>) &&
+    (!backend_declares<B, backend_ability::sub_allocates> || backend_sub_allocates<B>) &&
+    (backend_declares<B, backend_ability::sub_allocates> || !detail::has_sub_allocation_members<B>) &&
     (backend_declares<B, backend_ability::events> || !detail::has_event_members<B>) &&
     (backend_declares<B, backend_ability::abandon> || !detail::has_abandon_member<B>) &&
     !detail::has_free_waits_member<B>;
@@ -223,6 +247,16 @@ consteval bool diagnose_backend() {
                       "clpool: the backend has `abandon()` but does not declare backend_ability::abandon in "
                       "`abilities` (an undeclared member would go unused)");
     }
+    if constexpr (backend_declares<B, backend_ability::sub_allocates>) {
+        static_assert(backend_sub_allocates<B>,
+                      "clpool: the backend declares backend_ability::sub_allocates but lacks one of "
+                      "`Allocation<memory_type> allocate_held(std::size_t, MemoryKind) noexcept`, "
+                      "`std::size_t release_empty() noexcept`, `void add_stats(PoolStats&) const noexcept`");
+    } else {
+        static_assert(!has_sub_allocation_members<B>,
+                      "clpool: the backend has `allocate_held`, `release_empty` or `add_stats` but does not declare "
+                      "backend_ability::sub_allocates in `abilities` (an undeclared member would go unused)");
+    }
     static_assert(!has_free_waits_member<B>,
                   "clpool: the backend has a `free_waits_for_events` member; declare "
                   "backend_ability::free_waits_for_events in `abilities` instead");
@@ -257,6 +291,7 @@ struct backend_traits {
     static constexpr bool has_events = has_abilities(abilities, backend_ability::events);
     static constexpr bool has_abandon = has_abilities(abilities, backend_ability::abandon);
     static constexpr bool free_waits_for_events = has_abilities(abilities, backend_ability::free_waits_for_events);
+    static constexpr bool sub_allocates = has_abilities(abilities, backend_ability::sub_allocates);
 
     // B::event_type with backend_ability::events, else detail::no_event.
     using event_type = typename detail::event_type_of<B>::type;
@@ -273,6 +308,15 @@ struct backend_traits {
     // In a fork child: the backend forgets its driver handles (no abandon: nothing).
     static void abandon(B& backend) noexcept {
         if constexpr (has_abandon) backend.abandon();
+    }
+    // Whole empty segments back to the driver (no sub_allocates: nothing).
+    static std::size_t release_empty(B& backend) noexcept {
+        if constexpr (sub_allocates) return backend.release_empty();
+        else return 0;
+    }
+    // The segment fields of a snapshot (no sub_allocates: left at zero).
+    static void add_stats(const B& backend, PoolStats& s) noexcept {
+        if constexpr (sub_allocates) backend.add_stats(s);
     }
 };
 

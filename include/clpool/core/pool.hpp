@@ -107,17 +107,24 @@ public:
 
     // Gives every cached and pending buffer back to the driver. Buffers in
     // use are untouched. Returns the number of bytes given back.
+    // A sub-allocating backend (SubAllocated) then also gives its whole empty
+    // segments back; the bytes returned are still the pool's own.
     std::size_t trim() noexcept {
         if (!detail::same_process(generation_)) return 0;  // a fork parent's pool: never touch its buffers
-        front_.flush(lists_);  // the front's buffers join the shared lists
-        return lists_.trim();
+        const std::size_t freed = give_cache_back();
+        traits::release_empty(backend_);
+        return freed;
     }
     // Same as trim(); the name the reference library used.
     std::size_t clear() noexcept { return trim(); }
 
     // A consistent snapshot: every stripe is locked (in order) while read;
     // with ThreadCached, every magazine first (their buffers count as cached).
-    PoolStats stats() const { return front_.stats(lists_); }
+    PoolStats stats() const {
+        PoolStats s = front_.stats(lists_);
+        traits::add_stats(backend_, s);
+        return s;
+    }
 
     // The bucket size a request of nbytes is served from (what allocate would
     // hold). Throws size_error as allocate does.
@@ -145,13 +152,32 @@ private:
         return {index, bytes};
     }
 
+    std::size_t give_cache_back() noexcept {
+        front_.flush(lists_);  // the front's buffers join the shared lists
+        return lists_.trim();
+    }
+
+    // A buffer from the backend. A sub-allocating one carves from its
+    // segments; only when nothing fits there, even after the cache went back
+    // to it (where it coalesces), may it grow by a driver allocation.
+    Allocation<memory_type> obtain(std::size_t bytes) noexcept {
+        if constexpr (traits::sub_allocates) {
+            auto held = backend_.allocate_held(bytes, kind_);
+            if (held.status == AllocStatus::ok) return held;
+            give_cache_back();
+            held = backend_.allocate_held(bytes, kind_);
+            if (held.status == AllocStatus::ok) return held;
+        }
+        return backend_.allocate(bytes, kind_);
+    }
+
     block_type* create(std::size_t index, std::size_t bytes, std::size_t nbytes) {
-        auto result = backend_.allocate(bytes, kind_);
+        auto result = obtain(bytes);
         if (result.status == AllocStatus::out_of_memory) {
             // The cache may be what is crowding the device: give it back, try once more.
             trim();
             lists_.on_oom_retry(index);
-            result = backend_.allocate(bytes, kind_);
+            result = obtain(bytes);
         }
         if (result.status != AllocStatus::ok) {
             const std::size_t held = lists_.on_failure(index);

@@ -35,6 +35,14 @@ struct PoolStats {
     // stripes' own peaks (an upper bound), so the hot path needs no shared counter.
     std::size_t peak_bytes_in_use = 0;
     std::vector<BucketStats> buckets;  // every bucket that has seen a buffer, smallest first
+    // Sub-allocating backends only (SubAllocated, docs/ARENA.md); zero otherwise.
+    std::size_t segments = 0;              // driver allocations carved into blocks
+    std::size_t segment_bytes = 0;         // bytes held in those segments: what the device gave
+    std::size_t peak_segment_bytes = 0;
+    std::size_t segment_free_bytes = 0;    // bytes of the segments no block covers
+    std::size_t largest_free_block = 0;    // the largest request served without a new segment
+    std::uint64_t segment_allocations = 0;   // driver allocations for segments (misses not carved)
+    std::uint64_t sub_buffer_fallbacks = 0;  // blocks served as whole buffers: the sub-buffer failed
 
     double hit_rate() const noexcept {
         const auto total = hits + misses;
@@ -42,6 +50,13 @@ struct PoolStats {
     }
     // Bytes handed out beyond what was asked for (bucket rounding).
     std::size_t bytes_wasted() const noexcept { return bytes_in_use - bytes_requested; }
+    // 1 - largest free block / free bytes in segments: 0 when the free space is
+    // one block, near 1 when it is in crumbs. 0 with no free space.
+    double fragmentation() const noexcept {
+        return segment_free_bytes
+                   ? 1.0 - static_cast<double>(largest_free_block) / static_cast<double>(segment_free_bytes)
+                   : 0.0;
+    }
 };
 
 // One line, every counter as name=value (the buckets table is left out), so

@@ -2,7 +2,9 @@
 #pragma once
 
 #include <clpool/backends/host.hpp>
+#include <clpool/backends/sub_allocated.hpp>
 #include <clpool/core/pool.hpp>
+#include <clpool/policies/arena_buckets.hpp>
 #include <clpool/policies/bucket.hpp>
 #include <clpool/policies/flags.hpp>
 #include <clpool/policies/limits.hpp>
@@ -31,11 +33,24 @@ using BasicPinnedBufferPool = Pool<PowerOfTwoBuckets, HostPinned, Unlimited, Sin
 template <CheckedBackend B>
 using BasicPersistentBufferPool = Pool<FixedSetBuckets, IntegratedAware, EnvironmentCapped, SingleMutex, B>;
 
+// Low-waste device memory: blocks carved from segments of B (SubAllocated,
+// docs/ARENA.md), fine size classes, keep everything, one mutex. The pool
+// gives its cache back to the segments before it grows them, so what it holds
+// stays close to what is live.
+template <SegmentBackend B>
+using BasicArenaPool = Pool<ArenaBuckets, DeviceLocal, Unlimited, SingleMutex, SubAllocated<B>>;
+
+// The same, for pinned host staging memory carved from a few pinned segments.
+template <SegmentBackend B>
+using BasicPinnedArenaPool = Pool<ArenaBuckets, HostPinned, Unlimited, SingleMutex, SubAllocated<B>>;
+
 // The same pools on aligned host memory, for machines with no OpenCL device.
 namespace host {
 using BufferPool = BasicBufferPool<HostBackend>;
 using PinnedBufferPool = BasicPinnedBufferPool<HostBackend>;
 using PersistentBufferPool = BasicPersistentBufferPool<HostBackend>;
+using ArenaPool = BasicArenaPool<HostBackend>;
+using PinnedArenaPool = BasicPinnedArenaPool<HostBackend>;
 }  // namespace host
 
 }  // namespace clpool

@@ -15,6 +15,11 @@ using PersistentBufferPool = BasicPersistentBufferPool<OpenCLBackend>;
 // Pinned staging buffers that stay mapped while pooled: handle.buffer().host()
 // is usable at once, no map/unmap per use (what upload/download stage through).
 using MappedPinnedPool = BasicPinnedBufferPool<MappedPinnedBackend>;
+// Low-waste device memory: blocks are sub-buffers carved from 2 MiB and 20 MiB
+// segments (docs/ARENA.md). What an engine should pick by default (README).
+using ArenaPool = BasicArenaPool<OpenCLBackend>;
+// Pinned staging buffers carved from a few large pinned segments.
+using PinnedArenaPool = BasicPinnedArenaPool<OpenCLBackend>;
 
 // Hands h back once every command enqueued on `queue` so far has completed
 // (a marker's event). On an in-order queue where the next owner also works,

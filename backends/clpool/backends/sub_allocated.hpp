@@ -1,0 +1,328 @@
+// SubAllocated<B>: a backend adaptor that carves blocks out of a few large allocations of B (docs/ARENA.md).
+#pragma once
+
+#include <clpool/backends/detail/arena.hpp>
+#include <clpool/core/backend.hpp>
+#include <clpool/core/errors.hpp>
+#include <clpool/core/detail/process_state.hpp>
+
+#include <algorithm>
+#include <bit>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+namespace clpool {
+
+// What SubAllocated needs of its parent beyond Backend (docs/ARENA.md has the table):
+//   B::sub_memory_type                  a view of part of a segment (a sub-buffer)
+//   b.sub_alignment()                   bytes every view's origin must be a multiple of
+//   b.sub_range(seg, offset, n)         a view of n bytes at offset: Allocation<sub_memory_type>, noexcept
+//   b.whole_range(mem, n)               a view of all of mem (the fallback): sub_memory_type, noexcept
+template <class B>
+concept SegmentBackend =
+    Backend<B> && requires { typename B::sub_memory_type; } && std::movable<typename B::sub_memory_type> &&
+    std::default_initializable<typename B::sub_memory_type> &&
+    requires(B& b, const B& cb, const typename B::memory_type& m, std::size_t n) {
+        { cb.sub_alignment() } -> std::same_as<std::size_t>;
+        { b.sub_range(m, n, n) } noexcept -> std::same_as<Allocation<typename B::sub_memory_type>>;
+        { b.whole_range(m, n) } noexcept -> std::same_as<typename B::sub_memory_type>;
+    };
+
+// How SubAllocated carves (docs/ARENA.md says why these defaults).
+struct ArenaOptions {
+    std::size_t granularity = 512;          // blocks and offsets round to this (a power of two), or to the
+                                            // parent's sub_alignment() where that is larger
+    std::size_t small_limit = 1u << 20;     // requests up to 1 MiB share small segments
+    std::size_t small_segment = 2u << 20;   // of 2 MiB
+    std::size_t large_segment = 20u << 20;  // larger requests split 20 MiB segments; above it, one of their own
+    // Before a new segment is made, whole empty segments go back to the
+    // driver if more than this fraction of the segments' bytes is free: the
+    // knob between bytes held (lower) and driver calls (fewer). 0 always, 1 never.
+    double max_free_fraction = 0.125;
+};
+
+template <SegmentBackend B>
+class SubAllocated;
+
+namespace detail {
+template <class B>
+class arena_shared {
+public:
+    using parent_memory = typename B::memory_type;
+    arena_shared(typename arena<parent_memory>::options o, double max_free_fraction, std::uint32_t generation) noexcept
+        : space(o), max_free_fraction(max_free_fraction), generation(generation) {}
+    arena<parent_memory> space;
+    const double max_free_fraction;
+    std::uint64_t fallbacks = 0;  // under space.mutex()
+    const std::uint32_t generation;
+};
+}  // namespace detail
+
+// One block carved from a segment: the parent's view of it (a cl::Buffer
+// sub-buffer for OpenCL, a pointer and size for host memory), so a handle's
+// buffer() is used as any other pool's. Destroying it releases the view,
+// then gives its range back to the arena (merged with free neighbours).
+// A fallback block (the view could not be made) owns a whole buffer instead.
+template <class B>
+class Carved : public B::sub_memory_type {
+    using view_type = typename B::sub_memory_type;
+    using shared_type = detail::arena_shared<B>;
+    using range_type = typename detail::arena<typename B::memory_type>::range;
+
+public:
+    Carved() noexcept = default;
+    Carved(Carved&& o) noexcept
+        : view_type(std::move(static_cast<view_type&>(o))), arena_(std::move(o.arena_)),
+          range_(std::exchange(o.range_, nullptr)), own_(std::move(o.own_)) {}
+    Carved& operator=(Carved&& o) noexcept {
+        if (this != &o) {
+            reset();
+            static_cast<view_type&>(*this) = std::move(static_cast<view_type&>(o));
+            arena_ = std::move(o.arena_);
+            range_ = std::exchange(o.range_, nullptr);
+            own_ = std::move(o.own_);
+        }
+        return *this;
+    }
+    Carved(const Carved&) = delete;
+    Carved& operator=(const Carved&) = delete;
+    ~Carved() { reset(); }
+
+    // The segment this block lies in and its offset there: to make a view of
+    // part of the block (OpenCL has no sub-buffer of a sub-buffer; make one of
+    // segment() at offset() + x instead). A fallback block is its own segment.
+    const typename B::memory_type& segment() const noexcept { return range_ ? range_->seg->memory : own_; }
+    std::size_t offset() const noexcept { return range_ ? range_->offset : 0; }
+    // True for a block served as a whole buffer because its view failed.
+    bool is_fallback() const noexcept { return range_ == nullptr && arena_ != nullptr; }
+
+private:
+    friend class SubAllocated<B>;
+    Carved(view_type view, std::shared_ptr<shared_type> arena, range_type* r) noexcept
+        : view_type(std::move(view)), arena_(std::move(arena)), range_(r) {}
+    Carved(view_type view, std::shared_ptr<shared_type> arena, typename B::memory_type own) noexcept
+        : view_type(std::move(view)), arena_(std::move(arena)), own_(std::move(own)) {}
+
+    void reset() noexcept {
+        static_cast<view_type&>(*this) = view_type();  // the view goes first: blocks never overlap a live view
+        if (range_) {
+            if (detail::same_process(arena_->generation)) {  // a fork parent's arena: leave it alone
+                std::lock_guard lock(arena_->space.mutex());
+                arena_->space.give(range_);
+            }
+            range_ = nullptr;
+        }
+        own_ = typename B::memory_type();
+        arena_.reset();  // the last block of a gone pool frees the segments
+    }
+
+    std::shared_ptr<shared_type> arena_;
+    range_type* range_ = nullptr;
+    typename B::memory_type own_{};  // a fallback's whole buffer
+};
+
+namespace detail {
+// The parent's events, forwarded when it has them (an undeclared member would be refused).
+template <class B, bool = backend_declares<B, backend_ability::events>>
+struct forward_events {
+    static constexpr backend_abilities abilities = backend_ability::sub_allocates | backend_ability::abandon;
+};
+template <class B>
+struct forward_events<B, true> {
+    // A block's range is reused by other blocks once released, which the
+    // driver's reference count on the view does not guard: the pool waits for
+    // a released block's events before it gives the range back.
+    static constexpr backend_abilities abilities = backend_ability::sub_allocates | backend_ability::abandon |
+                                                   backend_ability::events | backend_ability::free_waits_for_events;
+    using event_type = typename B::event_type;
+    static bool event_complete(const event_type& e) noexcept { return B::event_complete(e); }
+    static void wait_for(const event_type* events, std::size_t n) noexcept { B::wait_for(events, n); }
+};
+}  // namespace detail
+
+// A backend adaptor: a Pool over SubAllocated<B> gets its blocks carved from
+// segments of B (2 MiB for requests up to 1 MiB, 20 MiB above, a segment of
+// its own above 20 MiB), best fit, split and merged with free neighbours
+// (BFC). The pool's buckets cache released blocks as before, so a hit is the
+// same list pop and makes no driver call; a miss is carved from a segment
+// (the parent's sub_range: clCreateSubBuffer for OpenCL), and only when no
+// free range fits, even once the pool's cache went back and merged, is a
+// segment allocated. trim() gives whole empty segments back.
+//
+// Throws config_error at construction if the alignment (the parent's
+// sub_alignment(), or options.granularity) is 0 or not a power of two.
+// Thread-safe: the arena has a mutex of its own, taken on a miss and when a
+// block goes back, never on a hit.
+template <SegmentBackend B>
+class SubAllocated : public detail::forward_events<B> {
+    using shared_type = detail::arena_shared<B>;
+    using arena_type = detail::arena<typename B::memory_type>;
+
+public:
+    using parent_type = B;
+    using memory_type = Carved<B>;
+
+    // Implicit, as the parents' own constructors are, so a pool over
+    // SubAllocated<B> is made from what makes a B: `clpool::ArenaPool pool(context);`.
+    SubAllocated(B parent, ArenaOptions options = {})  // NOLINT(google-explicit-constructor)
+        : parent_(std::move(parent)), max_alloc_(parent_.max_alloc_size()),
+          shared_(std::make_shared<shared_type>(checked(options, parent_), options.max_free_fraction,
+                                                detail::birth_generation())) {}
+    template <class Arg>
+        requires(!std::same_as<std::remove_cvref_t<Arg>, SubAllocated> && !std::same_as<std::remove_cvref_t<Arg>, B> &&
+                 std::constructible_from<B, const Arg&>)
+    SubAllocated(const Arg& arg)  // NOLINT(google-explicit-constructor)
+        : SubAllocated(B(arg)) {}
+
+    std::size_t max_alloc_size() const noexcept { return max_alloc_; }
+    bool unified_memory() const noexcept { return parent_.unified_memory(); }
+    std::string name() const { return std::string(parent_.name()) + " sub-allocated"; }
+    const B& parent() const noexcept { return parent_; }
+    B& parent() noexcept { return parent_; }
+    // The rounding unit of every block: max(options.granularity, parent.sub_alignment()).
+    std::size_t granularity() const noexcept { return shared_->space.opts().granularity; }
+
+    // From the free ranges only; out_of_memory when none fits.
+    Allocation<memory_type> allocate_held(std::size_t n, MemoryKind kind) noexcept {
+        auto& space = shared_->space;
+        const std::size_t rounded = space.round(n);
+        typename arena_type::range* r = nullptr;
+        {
+            std::lock_guard lock(space.mutex());
+            r = space.take(rounded);
+        }
+        if (!r) return {memory_type(), AllocStatus::out_of_memory, 0};
+        return view_of(r, n, kind);
+    }
+
+    // A new segment (the request's own above large_segment), carved at once.
+    // Whole empty segments go back to the driver first: none could hold the
+    // request (the pool asked allocate_held), and keeping them would only
+    // add to what the pool holds beyond what is live.
+    Allocation<memory_type> allocate(std::size_t n, MemoryKind kind) noexcept {
+        if (too_much_free()) release_empty();
+        auto& space = shared_->space;
+        const std::size_t rounded = space.round(n);
+        const std::size_t seg_bytes = space.segment_size_for(rounded, max_alloc_);
+        auto got = parent_.allocate(seg_bytes, kind);
+        if (got.status != AllocStatus::ok) {
+            if (seg_bytes == rounded) return {memory_type(), got.status, got.native_code};
+            // The full segment did not fit: a segment of exactly the request may.
+            got = parent_.allocate(rounded, kind);
+            if (got.status != AllocStatus::ok) return {memory_type(), got.status, got.native_code};
+            return add_and_carve(got.memory, rounded, n, kind);
+        }
+        return add_and_carve(got.memory, seg_bytes, n, kind);
+    }
+
+    std::size_t release_empty() noexcept {
+        if (!detail::same_process(shared_->generation)) return 0;
+        typename arena_type::segment* doomed = nullptr;  // chained through first (unused once empty)
+        std::size_t bytes = 0;
+        {
+            std::lock_guard lock(shared_->space.mutex());
+            bytes = shared_->space.release_empty([&](typename arena_type::segment* s) {
+                s->first = reinterpret_cast<typename arena_type::range*>(doomed);
+                doomed = s;
+            });
+        }
+        while (doomed) {  // the driver frees outside the lock
+            auto* next = reinterpret_cast<typename arena_type::segment*>(doomed->first);
+            delete doomed;
+            doomed = next;
+        }
+        return bytes;
+    }
+
+    // More than 1/8 of the segments is free: then empty segments go before a
+    // new one comes (keeping them would only let slack grow past the target).
+    bool too_much_free() const noexcept {
+        std::lock_guard lock(shared_->space.mutex());
+        return static_cast<double>(shared_->space.free_bytes()) >
+               shared_->max_free_fraction * static_cast<double>(shared_->space.segment_bytes());
+    }
+
+    void add_stats(PoolStats& s) const noexcept {
+        std::lock_guard lock(shared_->space.mutex());
+        const auto& space = shared_->space;
+        s.segments = space.segments();
+        s.segment_bytes = space.segment_bytes();
+        s.peak_segment_bytes = space.peak_segment_bytes();
+        s.segment_free_bytes = space.free_bytes();
+        s.largest_free_block = space.largest_free();
+        s.segment_allocations = space.segment_allocations() + shared_->fallbacks;
+        s.sub_buffer_fallbacks = shared_->fallbacks;
+    }
+
+    // In a fork child: forget the parent's handles and never free a segment.
+    void abandon() noexcept {
+        shared_->space.abandon();
+        backend_traits<B>::abandon(parent_);
+    }
+
+private:
+    static typename arena_type::options checked(const ArenaOptions& o, const B& parent) {
+        const std::size_t align = parent.sub_alignment();
+        if (align == 0 || !std::has_single_bit(align))
+            throw config_error("clpool: " + std::string(parent.name()) +
+                               " reports a sub-buffer base-address alignment of " + std::to_string(align) +
+                               " bytes (OpenCL: CL_DEVICE_MEM_BASE_ADDR_ALIGN / 8); sub-allocation needs a power of "
+                               "two of at least 1 byte");
+        if (o.granularity == 0 || !std::has_single_bit(o.granularity))
+            throw config_error("clpool: ArenaOptions::granularity is " + std::to_string(o.granularity) +
+                               "; it must be a power of two");
+        if (o.small_limit > o.small_segment || o.small_segment > o.large_segment)
+            throw config_error("clpool: ArenaOptions needs small_limit <= small_segment <= large_segment (got " +
+                               std::to_string(o.small_limit) + ", " + std::to_string(o.small_segment) + ", " +
+                               std::to_string(o.large_segment) + ")");
+        if (!(o.max_free_fraction >= 0.0 && o.max_free_fraction <= 1.0))
+            throw config_error("clpool: ArenaOptions::max_free_fraction is " + std::to_string(o.max_free_fraction) +
+                               "; it must be between 0 and 1");
+        return {std::max(o.granularity, align), o.small_limit, o.small_segment, o.large_segment};
+    }
+
+    Allocation<memory_type> add_and_carve(typename B::memory_type& mem, std::size_t seg_bytes, std::size_t n,
+                                          MemoryKind kind) noexcept {
+        auto& space = shared_->space;
+        typename arena_type::range* r = nullptr;
+        {
+            std::lock_guard lock(space.mutex());
+            if (!space.add(mem, seg_bytes, space.pool_of(space.round(n)))) {
+                return {memory_type(), AllocStatus::out_of_memory, 0};  // mem frees itself
+            }
+            r = space.take(space.round(n));
+        }
+        if (!r) return {memory_type(), AllocStatus::out_of_memory, 0};  // taken by another thread first
+        return view_of(r, n, kind);
+    }
+
+    // The parent's view of range r; if it cannot be made, r goes back and the
+    // block is a whole buffer of its own (counted in sub_buffer_fallbacks).
+    Allocation<memory_type> view_of(typename arena_type::range* r, std::size_t n, MemoryKind kind) noexcept {
+        const std::size_t bytes = n == 0 ? 1 : n;
+        auto view = parent_.sub_range(r->seg->memory, r->offset, bytes);
+        if (view.status == AllocStatus::ok)
+            return {memory_type(std::move(view.memory), shared_, r), AllocStatus::ok, 0};
+        {
+            std::lock_guard lock(shared_->space.mutex());
+            shared_->space.give(r);
+            ++shared_->fallbacks;
+        }
+        auto whole = parent_.allocate(bytes, kind);
+        if (whole.status != AllocStatus::ok) return {memory_type(), whole.status, whole.native_code};
+        auto v = parent_.whole_range(whole.memory, bytes);
+        return {memory_type(std::move(v), shared_, std::move(whole.memory)), AllocStatus::ok, 0};
+    }
+
+    B parent_;
+    std::size_t max_alloc_;
+    std::shared_ptr<shared_type> shared_;
+};
+
+}  // namespace clpool
