@@ -9,6 +9,7 @@
 #include <CL/cl.h>
 
 #include <dlfcn.h>
+#include <stdlib.h>
 
 #include "interpose_test.h"
 
@@ -18,11 +19,20 @@ extern void _ZSt17__throw_bad_allocv(void) __attribute__((noreturn));
 static volatile int failing = 0;
 static void* (*real_new)(size_t) = NULL;
 
-/* operator new(std::size_t) */
+/* libstdc++'s operator new, found once at start-up: before any driver is loaded, since a
+ * driver written in C++ (NVIDIA's) calls operator new from its constructors inside dlopen. */
+__attribute__((constructor)) static void find_real_new(void) {
+    real_new = (void* (*)(size_t))dlsym(RTLD_NEXT, "_Znwm");
+}
+
+/* operator new(std::size_t). Without libstdc++'s (not found), it allocates as that one does:
+ * malloc, and bad_alloc on failure (its operator delete calls free). */
 void* _Znwm(size_t n) {
     if (failing) _ZSt17__throw_bad_allocv();
-    if (!real_new) real_new = (void* (*)(size_t))dlsym(RTLD_NEXT, "_Znwm");
-    return real_new(n);
+    if (real_new) return real_new(n);
+    void* p = malloc(n ? n : 1);
+    if (!p) _ZSt17__throw_bad_allocv();
+    return p;
 }
 
 /* A call made while operator new fails: it succeeds, or says CL_OUT_OF_HOST_MEMORY. */
@@ -58,8 +68,9 @@ int main(void) {
     OK(err);
 
     /* Through the interposer, the calls that must record what they made fail cleanly;
-     * the others are served (the driver, a C library, needs no operator new). */
-    failing = 1;
+     * the others are served. Plain, nothing fails: a driver written in C++ (NVIDIA's) would
+     * get the bad_alloc itself, and that is not what is tested here. */
+    failing = get_counters != NULL;
     cl_context ctx2 = clCreateContext(NULL, 1, &dev, NULL, NULL, &err);
     MAY_FAIL(err);
     CHECK((ctx2 != NULL) == (err == CL_SUCCESS));
