@@ -26,7 +26,11 @@ namespace clpool {
 // Thread safety: every member function is safe to call concurrently when the
 // LockPolicy locks (SingleMutex, Striped); with NoLock one thread at a time.
 // A Pool neither moves nor copies (handles point to it). Destroying a pool
-// frees its cache; handles still out keep their buffers and free them on release.
+// frees its cache; handles still out keep their buffers and free them on
+// release. Handles may be released from other threads while the pool is being
+// destroyed: each release either reaches the pool before the destructor has
+// passed its buffer (the destructor waits for it) or frees its buffer itself.
+// Every other call must end before the destructor starts.
 template <BucketPolicy Buckets, class Flags, LimitPolicy Limits, LockPolicy Locks, CheckedBackend B>
     requires FlagPolicyFor<Flags, B>
 class Pool {
@@ -100,7 +104,7 @@ public:
     // untouched, if it came from another pool (misuse, detected not obeyed).
     bool release(handle& h) noexcept {
         if (!h) return true;
-        if (h.block_->owner != this) return false;
+        if (owner_of(h.block_) != this) return false;
         h.release();
         return true;
     }
@@ -164,19 +168,26 @@ private:
         b->memory = std::move(result.memory);
         b->bucket_bytes = bytes;
         b->bucket = static_cast<std::uint32_t>(index);
-        b->owner = this;
+        b->owner.store(reinterpret_cast<std::uintptr_t>(this), std::memory_order_relaxed);  // adopt() publishes it
         b->generation = generation_;
         lists_.adopt(*b, nbytes);
         return b;
     }
 
-    static Pool* owner_of(const block_type* b) noexcept { return static_cast<Pool*>(b->owner); }
+    static Pool* owner_of(const block_type* b) noexcept {
+        return reinterpret_cast<Pool*>(b->owner.load(std::memory_order_acquire) & ~block_type::releasing);
+    }
 
     // Takes a block back from a handle. Never throws: if the events cannot be
     // copied (out of host memory), waits for them instead.
+    // Racing ~Pool: the release marks the block `releasing` before it reads
+    // the pool. ~Pool, under the block's stripe lock, orphans each block in
+    // use that is not so marked and waits for those that are; the release
+    // clears the mark under the lock of whichever list or magazine takes the
+    // block (or frees it), and touches the pool no more after that lock.
     static void recycle(block_type* b, std::size_t nbytes, const event_type* events, std::size_t count) noexcept {
         if (!detail::same_process(b->generation)) return;  // made before fork(): leak it, no driver call
-        Pool* pool = owner_of(b);
+        Pool* pool = reinterpret_cast<Pool*>(b->owner.fetch_or(block_type::releasing, std::memory_order_acq_rel));
         if (!pool) {  // the pool is gone: this handle outlived it
             if constexpr (traits::free_waits_for_events) traits::wait_for(events, count);
             delete b;

@@ -103,6 +103,7 @@ struct magazine_registry {
     const std::uint64_t serial = next_pool_serial.fetch_add(1, std::memory_order_relaxed);
     mutable std::mutex mutex;
     std::vector<magazine_base*> mags;  // each holds one reference
+    bool closed = false;               // the pool is going: no new magazine (mutex held)
 
     // Forgets magazines whose thread has exited (mutex held).
     void prune() noexcept {
@@ -167,8 +168,9 @@ public:
     // A release into the calling thread's magazine: a free reserved slot takes
     // it at once; otherwise, under the stripe lock, a full magazine drains K/2
     // and one more slot is reserved if the caps admit it, else the block is
-    // evicted. False (no magazine, the exact bucket, after shutdown()): the
-    // pool puts it back in the shared lists.
+    // evicted. False (no magazine, the magazine detached by ~Pool, the exact
+    // bucket, after shutdown()): the pool puts it back in the shared lists.
+    // A kept block's release ends under the magazine lock (block_type::end_release).
     bool put(Lists& lists, block_type* b, std::size_t nbytes) noexcept {
         const std::size_t index = b->bucket;
         const std::size_t bytes = b->bucket_bytes;
@@ -178,6 +180,7 @@ public:
         bool keep = true;
         {
             std::lock_guard g(m->lock);
+            if (!m->lists) return false;  // ~Pool has emptied it: the shared lists, where ~Pool waits
             auto& sl = m->buckets[index];
             if (sl.count >= sl.reserved) {
                 auto bucket = lists.lock(index);
@@ -190,6 +193,7 @@ public:
                 sl.blocks[sl.count++] = b;
                 m->bytes_idle += bytes;
                 m->requested -= nbytes;
+                b->end_release();  // ~Pool's detach() takes this lock before it goes on
             }
         }
         if (!keep) Lists::dispose(b);  // outside the locks: the driver may take its time
@@ -210,6 +214,7 @@ public:
     // that still has it finds it detached.
     void detach(Lists& lists) noexcept {
         std::lock_guard g(registry_.mutex);
+        registry_.closed = true;  // a release racing ~Pool makes no magazine now
         for (magazine_base* b : registry_.mags) {
             {
                 std::lock_guard ml(b->lock);
@@ -283,6 +288,7 @@ private:
             t.prune();
             t.entries.reserve(t.entries.size() + 1);
             std::lock_guard g(registry_.mutex);
+            if (registry_.closed) return nullptr;
             registry_.prune();
             registry_.mags.reserve(registry_.mags.size() + 1);
             m = new mag_type;
