@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 
@@ -79,7 +80,10 @@ public:
     // Throws size_error (nbytes above the device limit, or rounding
     // overflows), out_of_memory (after giving the cache back and retrying
     // once), driver_error (other driver failures), usage_error (after
-    // clpool::shutdown(), or in a fork child on a pool made before the fork).
+    // clpool::shutdown(), or in a fork child on a pool made before the fork),
+    // std::bad_alloc (no host memory for the buffer's bookkeeping node, which
+    // a miss makes before it calls the driver; out_of_memory is a bad_alloc
+    // too). Every failure of a miss counts in stats().failed_allocations.
     // Cost: a hit is one lock and a list pop; a miss is a driver allocation.
     handle allocate(std::size_t nbytes) {
         if (detail::process_word.load(std::memory_order_relaxed) != detail::alive_word(generation_)) [[unlikely]]
@@ -150,6 +154,16 @@ private:
     }
 
     block_type* create(std::size_t index, std::size_t bytes, std::size_t nbytes) {
+        // The node first: if the host is out of memory, no driver call is
+        // made, and the miss is a failed allocation (misses == kept driver
+        // allocations + failed allocations).
+        std::unique_ptr<block_type> node;
+        try {
+            node = std::make_unique<block_type>();
+        } catch (...) {
+            lists_.on_failure(index);
+            throw;
+        }
         auto result = backend_.allocate(bytes, kind_);
         if (result.status == AllocStatus::out_of_memory) {
             // The cache may be what is crowding the device: give it back, try once more.
@@ -164,7 +178,7 @@ private:
             throw driver_error(std::string(backend_.name()) + " allocation of " + std::to_string(bytes) + " bytes",
                                result.native_code);
         }
-        auto* b = new block_type;  // on failure, result.memory frees itself
+        block_type* b = node.release();
         b->memory = std::move(result.memory);
         b->bucket_bytes = bytes;
         b->bucket = static_cast<std::uint32_t>(index);
