@@ -10,6 +10,7 @@
 #include <clpool/core/stats.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <array>
 #include <cstddef>
 #include <cstdint>
