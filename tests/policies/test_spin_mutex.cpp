@@ -23,7 +23,7 @@ TEST_CASE("SpinMutex: try_lock fails while held and succeeds after unlock") {
 }
 
 TEST_CASE("SpinMutex: no increment of a plain counter is lost across threads") {
-    // More threads than this machine's cores, so waiters reach the yield phase
+    // More threads than this machine's cores, so waiters reach the sleep phase
     // while a preempted holder keeps the lock.
     clpool::SpinMutex m;
     long counter = 0;           // deliberately not atomic: the lock is the only guard

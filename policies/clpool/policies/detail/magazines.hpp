@@ -17,7 +17,7 @@ namespace clpool::detail {
 
 // Guards one magazine. Its thread takes it on every hit and release; others
 // take it only for stats(), trim() and teardown, so it is almost never
-// contended and costs one atomic exchange.
+// contended and costs one compare-exchange.
 using spin_lock = clpool::SpinMutex;
 
 // The part of a magazine that does not depend on the pool's type: what the
