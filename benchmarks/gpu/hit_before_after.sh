@@ -5,6 +5,7 @@
 #   BEFORE=path      a source tree of the earlier commit (e.g. `git archive a757afd | tar -x -C before`)
 #   ROUNDS=3         alternations;  BENCH_REPS=5  repetitions per run;  BENCH_MIN_TIME=0.2
 #   CLPOOL_BENCH_MAX_BYTES=65536  the largest size swept (hits cost the same at every size)
+#   BENCH_CPU=2      the CPU the runs are pinned to (taskset)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/out}
@@ -25,7 +26,7 @@ for side in before after; do
 done
 for r in $(seq 1 "$rounds"); do
   for side in before after; do
-    taskset -c 2 "build/hit-$side/benchmarks/bench_hit_latency" --benchmark_filter='^hit/' \
+    taskset -c "${BENCH_CPU:-2}" "build/hit-$side/benchmarks/bench_hit_latency" --benchmark_filter='^hit/' \
       --benchmark_repetitions="$reps" --benchmark_min_time="$min_time" --benchmark_report_aggregates_only=true \
       --benchmark_out="$OUT/hit-$side-$r.json" --benchmark_out_format=json >/dev/null
   done

@@ -3,13 +3,64 @@
 
 #include <doctest/doctest.h>
 
+#include <new>
 #include <string>
+#include <utility>
 #include <vector>
 
 using namespace clpool;
 using namespace clpool::test;
 
 using MockBufferPool = Pool<PowerOfTwoBuckets, DeviceLocal, Unlimited, SingleMutex, MockBackend>;
+
+namespace {
+// While set, the pool's next node allocation on this thread fails: the
+// memory type's default constructor, which `new` of the node runs, throws
+// std::bad_alloc as operator new does when the host is out of memory.
+thread_local bool node_allocation_fails = false;
+
+class NodeFailingMemory : public MockMemory {
+public:
+    NodeFailingMemory() {
+        if (node_allocation_fails) throw std::bad_alloc();
+    }
+    explicit NodeFailingMemory(MockMemory m) noexcept : MockMemory(std::move(m)) {}
+};
+
+struct NodeFailingBackend : MockBackend {
+    using memory_type = NodeFailingMemory;
+    using MockBackend::MockBackend;
+    Allocation<NodeFailingMemory> allocate(std::size_t n, MemoryKind k) noexcept {
+        auto r = MockBackend::allocate(n, k);
+        return {NodeFailingMemory(std::move(r.memory)), r.status, r.native_code};
+    }
+};
+static_assert(Backend<NodeFailingBackend>);
+}  // namespace
+
+TEST_CASE("no host memory for the node on a miss: std::bad_alloc, a failed allocation, no driver allocation") {
+    // Before, the node was made after the driver allocation: the miss was
+    // counted, the buffer freed again, and no failure counted, so misses
+    // exceeded kept driver allocations + failed allocations.
+    auto ledger = std::make_shared<Ledger>();
+    Pool<PowerOfTwoBuckets, DeviceLocal, Unlimited, SingleMutex, NodeFailingBackend> pool{NodeFailingBackend(ledger)};
+    node_allocation_fails = true;
+    CHECK_THROWS_AS((void)pool.allocate(1000), std::bad_alloc);
+    node_allocation_fails = false;
+    auto s = pool.stats();
+    CHECK(s.misses == 1);
+    CHECK(s.failed_allocations == 1);
+    CHECK(ledger->attempts == 0);  // the node comes first: the driver was not asked
+    CHECK(s.misses == static_cast<std::uint64_t>(ledger->live.load()) + s.failed_allocations);
+    CHECK(s.bytes_allocated == 0);
+    // The pool works again once the host does.
+    auto h = pool.allocate(1000);
+    CHECK(h);
+    s = pool.stats();
+    CHECK(s.misses == 2);
+    CHECK(s.failed_allocations == 1);
+    CHECK(s.misses == static_cast<std::uint64_t>(ledger->live.load()) + s.failed_allocations);
+}
 
 TEST_CASE("a driver out-of-memory is answered by trimming the cache and retrying once") {
     auto ledger = std::make_shared<Ledger>();

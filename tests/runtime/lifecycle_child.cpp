@@ -18,6 +18,8 @@
 #include <thread>
 #include <vector>
 
+#include <dirent.h>
+#include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -196,6 +198,42 @@ int interrupt_idle() {
 #endif
 }
 
+// SIGINT and, right after it, SIGTERM, before the watchdog thread has
+// looked: the SIGTERM must still end the process (by SIGTERM). To make "before
+// the watchdog has looked" certain, the process runs on one CPU and the
+// watchdog at SCHED_IDLE (lowering a thread's priority needs no privilege),
+// so it cannot preempt this thread between the two signals.
+int interrupt_then_term() {
+#ifdef CLPOOL_HAS_INTERRUPT_HANDLER
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(sched_getcpu(), &one);
+    if (sched_setaffinity(0, sizeof one, &one) != 0) say("sched_setaffinity failed");  // the watchdog inherits it
+    clpool::InterruptHandlerOptions o;
+    o.grace = std::chrono::milliseconds(200);
+    clpool::install_interrupt_handler(o);
+    const pid_t self = gettid();
+    DIR* tasks = opendir("/proc/self/task");
+    int idled = 0;
+    while (dirent* e = tasks ? readdir(tasks) : nullptr) {
+        const pid_t tid = static_cast<pid_t>(std::atoi(e->d_name));
+        if (tid <= 0 || tid == self) continue;
+        sched_param none{};
+        idled += sched_setscheduler(tid, SCHED_IDLE, &none) == 0;
+    }
+    if (tasks) closedir(tasks);
+    say("threads at SCHED_IDLE: " + std::to_string(idled));
+    std::raise(SIGINT);   // its handler runs here, in this thread
+    std::raise(SIGTERM);  // and this one's next, before the watchdog runs
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+    say("survived SIGTERM");
+    return 0;
+#else
+    say("no interrupt handler on this platform");
+    return 2;
+#endif
+}
+
 #ifdef CLPOOL_HAS_OPENCL
 // A marker on the device's queue that waits for a user event: the queue is
 // busy until the event is set.
@@ -269,6 +307,26 @@ int exit_finishes(bool through_clpool) {
         exit_busy = new busy_queue(ctx(), q());
     }
     exit_busy->open_after(std::chrono::milliseconds(300));
+    say("main returns");
+    return 0;
+}
+
+// The application's queue passed to get_buffer_pool, then main returns while
+// a command on it waits for a user event nobody will set: the exit handler
+// waits CLPOOL_EXIT_WAIT_MS (or set_exit_wait) for it, then leaves it.
+int exit_stuck(bool through_api) {
+    static cl::Context ctx;
+    static cl::CommandQueue q;
+    const auto devs = clpool::list_devices();
+    cl_int err = CL_SUCCESS;
+    cl_device_id id = devs.at(0).id;
+    ctx = cl::Context(clCreateContext(nullptr, 1, &id, nullptr, nullptr, &err), false);
+    q = cl::CommandQueue(clCreateCommandQueue(ctx(), id, 0, &err), false);
+    auto& pool = clpool::get_buffer_pool(q);  // registers q: finished at exit
+    auto h = pool.allocate(4096);
+    if (through_api) clpool::set_exit_wait(std::chrono::milliseconds(200));
+    static busy_queue* stuck = new busy_queue(ctx(), q());  // never opened
+    (void)stuck;
     say("main returns");
     return 0;
 }
@@ -412,10 +470,13 @@ int main(int argc, char** argv) {
     if (s == "shutdown-fork") return shutdown_fork();
     if (s == "device-env") return device_env();
     if (s == "interrupt-idle") return interrupt_idle();
+    if (s == "interrupt-then-term") return interrupt_then_term();
 #ifdef CLPOOL_HAS_OPENCL
     if (s == "exit-finish") return exit_finishes(true);
     if (s == "exit-live") return exit_with_live_handles();
     if (s == "exit-control") return exit_finishes(false);
+    if (s == "exit-stuck") return exit_stuck(false);
+    if (s == "exit-stuck-api") return exit_stuck(true);
     if (s == "shutdown") return shutdown_opencl();
     if (s == "fork") return fork_case();
     if (s == "interrupt-grace") return interrupt_grace();

@@ -179,7 +179,44 @@ TEST_CASE("the opt-in Ctrl+C handler: first SIGINT sets the flag (idle device: n
 }
 #endif
 
+#ifdef CLPOOL_HAS_INTERRUPT_HANDLER
+TEST_CASE("the opt-in Ctrl+C handler: a SIGTERM right after a SIGINT still ends the process by SIGTERM") {
+    // Before, the handler kept one signal until its watchdog looked, and
+    // dropped the SIGTERM that came in the meantime: every one survived.
+    for (int i = 0; i < 10; ++i) {
+        const auto r = run_child("interrupt-then-term");
+        CAPTURE(i);
+        CAPTURE(r.output);
+        CHECK_FALSE(has(r, "threads at SCHED_IDLE: 0"));  // the watchdog could not be held back
+        CHECK_FALSE(has(r, "survived SIGTERM"));
+        CHECK(r.status == 128 + SIGTERM);
+    }
+}
+#endif
+
 #ifdef CLPOOL_HAS_OPENCL
+TEST_CASE("exit leaves a registered queue still busy after CLPOOL_EXIT_WAIT_MS, and says so on stderr") {
+    // A command waits for a user event nobody sets. Before, clFinish at exit
+    // never returned (run_child kills the child after 60 s).
+    auto r = run_child("exit-stuck", {"CLPOOL_EXIT_WAIT_MS=300"});
+    CAPTURE(r.output);
+    CHECK(has(r, "main returns"));
+    CHECK(has(r, "clpool: at exit, 1 of 1 registered command queues still busy after 300 ms"));
+    CHECK_FALSE(has(r, "[killed after 60 s]"));
+    CHECK(r.status == 0);
+    // set_exit_wait() overrides the variable.
+    r = run_child("exit-stuck-api", {"CLPOOL_EXIT_WAIT_MS=86400000"});
+    CAPTURE(r.output);
+    CHECK(has(r, "still busy after 200 ms"));
+    CHECK(r.status == 0);
+    // An invalid value is reported, and the default applies.
+    r = run_child("exit-stuck", {"CLPOOL_EXIT_WAIT_MS=soon"});
+    CAPTURE(r.output);
+    CHECK(has(r, "CLPOOL_EXIT_WAIT_MS='soon' is not a whole number of milliseconds"));
+    CHECK(has(r, "still busy after 5000 ms"));
+    CHECK(r.status == 0);
+}
+
 TEST_CASE("normal exit finishes the registered queues before the driver goes") {
     const auto r = run_child("exit-finish");
     CAPTURE(r.output);

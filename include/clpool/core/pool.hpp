@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 
@@ -26,7 +27,11 @@ namespace clpool {
 // Thread safety: every member function is safe to call concurrently when the
 // LockPolicy locks (SingleMutex, Striped); with NoLock one thread at a time.
 // A Pool neither moves nor copies (handles point to it). Destroying a pool
-// frees its cache; handles still out keep their buffers and free them on release.
+// frees its cache; handles still out keep their buffers and free them on
+// release. Handles may be released from other threads while the pool is being
+// destroyed: each release either reaches the pool before the destructor has
+// passed its buffer (the destructor waits for it) or frees its buffer itself.
+// Every other call must end before the destructor starts.
 template <BucketPolicy Buckets, class Flags, LimitPolicy Limits, LockPolicy Locks, CheckedBackend B>
     requires FlagPolicyFor<Flags, B>
 class Pool {
@@ -75,7 +80,10 @@ public:
     // Throws size_error (nbytes above the device limit, or rounding
     // overflows), out_of_memory (after giving the cache back and retrying
     // once), driver_error (other driver failures), usage_error (after
-    // clpool::shutdown(), or in a fork child on a pool made before the fork).
+    // clpool::shutdown(), or in a fork child on a pool made before the fork),
+    // std::bad_alloc (no host memory for the buffer's bookkeeping node, which
+    // a miss makes before it calls the driver; out_of_memory is a bad_alloc
+    // too). Every failure of a miss counts in stats().failed_allocations.
     // Cost: a hit is one lock and a list pop; a miss is a driver allocation.
     handle allocate(std::size_t nbytes) {
         if (detail::process_word.load(std::memory_order_relaxed) != detail::alive_word(generation_)) [[unlikely]]
@@ -100,7 +108,7 @@ public:
     // untouched, if it came from another pool (misuse, detected not obeyed).
     bool release(handle& h) noexcept {
         if (!h) return true;
-        if (h.block_->owner != this) return false;
+        if (owner_of(h.block_) != this) return false;
         h.release();
         return true;
     }
@@ -172,6 +180,16 @@ private:
     }
 
     block_type* create(std::size_t index, std::size_t bytes, std::size_t nbytes) {
+        // The node first: if the host is out of memory, no driver call is
+        // made, and the miss is a failed allocation (misses == kept driver
+        // allocations + failed allocations).
+        std::unique_ptr<block_type> node;
+        try {
+            node = std::make_unique<block_type>();
+        } catch (...) {
+            lists_.on_failure(index);
+            throw;
+        }
         auto result = obtain(bytes);
         if (result.status == AllocStatus::out_of_memory) {
             // The cache may be what is crowding the device: give it back, try once more.
@@ -186,23 +204,30 @@ private:
             throw driver_error(std::string(backend_.name()) + " allocation of " + std::to_string(bytes) + " bytes",
                                result.native_code);
         }
-        auto* b = new block_type;  // on failure, result.memory frees itself
+        block_type* b = node.release();
         b->memory = std::move(result.memory);
         b->bucket_bytes = bytes;
         b->bucket = static_cast<std::uint32_t>(index);
-        b->owner = this;
+        b->owner.store(reinterpret_cast<std::uintptr_t>(this), std::memory_order_relaxed);  // adopt() publishes it
         b->generation = generation_;
         lists_.adopt(*b, nbytes);
         return b;
     }
 
-    static Pool* owner_of(const block_type* b) noexcept { return static_cast<Pool*>(b->owner); }
+    static Pool* owner_of(const block_type* b) noexcept {
+        return reinterpret_cast<Pool*>(b->owner.load(std::memory_order_acquire) & ~block_type::releasing);
+    }
 
     // Takes a block back from a handle. Never throws: if the events cannot be
     // copied (out of host memory), waits for them instead.
+    // Racing ~Pool: the release marks the block `releasing` before it reads
+    // the pool. ~Pool, under the block's stripe lock, orphans each block in
+    // use that is not so marked and waits for those that are; the release
+    // clears the mark under the lock of whichever list or magazine takes the
+    // block (or frees it), and touches the pool no more after that lock.
     static void recycle(block_type* b, std::size_t nbytes, const event_type* events, std::size_t count) noexcept {
         if (!detail::same_process(b->generation)) return;  // made before fork(): leak it, no driver call
-        Pool* pool = owner_of(b);
+        Pool* pool = reinterpret_cast<Pool*>(b->owner.fetch_or(block_type::releasing, std::memory_order_acq_rel));
         if (!pool) {  // the pool is gone: this handle outlived it
             if constexpr (traits::free_waits_for_events) traits::wait_for(events, count);
             delete b;

@@ -10,12 +10,20 @@
 #include <clpool/core/stats.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <array>
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
 #include <type_traits>
 #include <utility>
+
+#if defined(__unix__)
+#include <time.h>
+#else
+#include <chrono>
+#include <thread>
+#endif
 
 namespace clpool {
 
@@ -130,6 +138,9 @@ public:
             } else if (keep) {
                 bucket.free.push_front(*b);
                 s.counters.on_cached(bucket.counts, b->bucket_bytes);
+            }
+            if (keep) {
+                b->end_release();  // the last touch of the pool is this lock's unlock
             } else {
                 s.counters.on_evict(bucket.counts);
                 held_.sub(b->bucket_bytes);
@@ -162,17 +173,38 @@ public:
     }
 
     // The pool is going: buffers still out become orphans (they free
-    // themselves on release), every idle one is freed.
+    // themselves on release), every idle one is freed. A buffer whose release
+    // is under way (marked `releasing`, pool.hpp) is waited for: that release
+    // unlinks it under the stripe lock, then never touches the pool again.
     void close() noexcept {
-        list_type doomed;
         for (auto& s : stripes_) {
-            std::lock_guard lock(s.mutex);
-            for (auto& b : s.in_use) b.owner = nullptr;
-            s.in_use.clear();
+            std::unique_lock lock(s.mutex);
+            for (;;) {
+                list_type in_flight;
+                while (!s.in_use.empty()) {
+                    // Unlinked before it is orphaned: from then on its release may free it.
+                    block_type& b = s.in_use.front();
+                    s.in_use.pop_front();
+                    auto word = b.owner.load(std::memory_order_relaxed);
+                    if ((word & block_type::releasing) == 0 &&
+                        b.owner.compare_exchange_strong(word, 0, std::memory_order_acq_rel))
+                        continue;
+                    in_flight.push_back(b);  // its release got there first
+                }
+                if (in_flight.empty()) break;
+                s.in_use.splice(s.in_use.end(), in_flight);  // where those releases unlink them
+                lock.unlock();
+                nap();  // rare: sleep, so the releasing thread runs whatever its priority
+                lock.lock();
+            }
         }
-        for (auto& bucket : buckets_) {
-            doomed.splice(doomed.end(), bucket.free);
-            doomed.splice(doomed.end(), bucket.pending);
+        list_type doomed;
+        for (std::size_t si = 0; si < Locks::stripes; ++si) {
+            std::lock_guard lock(stripes_[si].mutex);
+            for (std::size_t i = si; i < buckets_.size(); i += Locks::stripes) {
+                doomed.splice(doomed.end(), buckets_[i].free);
+                doomed.splice(doomed.end(), buckets_[i].pending);
+            }
         }
         dispose_all(doomed);
     }
@@ -279,6 +311,17 @@ private:
             bucket.free.push_front(b);
             counters.on_reaped(bucket.counts, b.bucket_bytes);
         }
+    }
+
+    // A short sleep (not a yield: a waiter of higher priority must let the
+    // thread it waits for run on its core).
+    static void nap() noexcept {
+#if defined(__unix__)
+        const timespec t{0, 50000};
+        nanosleep(&t, nullptr);
+#else
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+#endif
     }
 
     static void dispose_all(list_type& doomed) noexcept {

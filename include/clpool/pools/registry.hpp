@@ -155,7 +155,9 @@ inline MappedPinnedPool& get_mapped_pinned_pool(const cl::CommandQueue& queue) {
 
 // Drops every pool of `context`, on every device (call before releasing a
 // context for good, or its pools keep it alive). References from get_*_pool
-// for that context must not be used afterwards; handles from them stay valid.
+// for that context must not be used afterwards. Handles from those pools stay
+// valid and may be released from any thread, also while this runs (each frees
+// its buffer once its pool is gone); allocating from the pools must have stopped.
 inline void release_pools(const cl::Context& context) {
     detail::drop_registries(context());  // every context_registry made in this process
     detail::queue_registry::instance().forget(context());  // its queues are not finished at exit any more

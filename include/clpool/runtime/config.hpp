@@ -96,6 +96,24 @@ inline bool async_h2d() {
     return s.get();
 }
 
+// A whole number of milliseconds, 0 to 86400000 (a day).
+inline std::uint64_t parse_milliseconds(std::string_view name, std::string_view text) {
+    const std::string s(text);
+    const bool digits = !s.empty() && s.size() <= 9 && s.find_first_not_of("0123456789") == std::string::npos;
+    const std::uint64_t ms = digits ? std::stoull(s) : 0;
+    if (!digits || ms > 86400000)
+        throw config_error("clpool: " + std::string(name) + "='" + s +
+                           "' is not a whole number of milliseconds between 0 and 86400000 (e.g. 5000)");
+    return ms;
+}
+
+// CLPOOL_EXIT_WAIT_MS: how long normal exit waits, in all, for the registered
+// queues to finish (default 5000). Throws config_error if invalid.
+inline std::uint64_t exit_wait_ms() {
+    static const auto s = read_setting<std::uint64_t>("CLPOOL_EXIT_WAIT_MS", 5000, parse_milliseconds);
+    return s.get();
+}
+
 // A device selector as typed (docs/DEVICES.md has the grammar), trimmed of
 // spaces. Whether it names an existing device is checked when a device is
 // selected, against the devices found then.

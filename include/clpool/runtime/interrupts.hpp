@@ -51,7 +51,11 @@ namespace detail {
 struct interrupt_handler {
     InterruptHandlerOptions options;
     sem_t wake;                              // sem_post is async-signal-safe
-    std::atomic<int> signal_received{0};
+    // Every signal received and not yet handled, one bit each: a SIGTERM
+    // that follows a SIGINT before the watchdog has looked is kept, not lost.
+    std::atomic<unsigned> pending{0};
+    static constexpr unsigned int_bit = 1u, term_bit = 2u;
+    static_assert(std::atomic<unsigned>::is_always_lock_free);
     struct sigaction previous_int{}, previous_term{};
 
     static std::atomic<interrupt_handler*>& current() noexcept {
@@ -65,8 +69,7 @@ struct interrupt_handler {
         if (!h) return;
         if (sig == SIGINT && interrupt_flag.exchange(true, std::memory_order_acq_rel))
             _exit(h->options.exit_code);  // second Ctrl+C: leave now, the OS reclaims device memory
-        int expected = 0;
-        h->signal_received.compare_exchange_strong(expected, sig, std::memory_order_acq_rel);
+        h->pending.fetch_or(sig == SIGINT ? int_bit : term_bit, std::memory_order_acq_rel);
         sem_post(&h->wake);
     }
 
@@ -98,16 +101,19 @@ struct interrupt_handler {
     void run() noexcept {
         for (;;) {
             while (sem_wait(&wake) != 0 && errno == EINTR) {}
-            const int sig = signal_received.exchange(0, std::memory_order_acq_rel);
-            if (sig == SIGINT) {
+            const unsigned sigs = pending.exchange(0, std::memory_order_acq_rel);
+            // SIGTERM first when both came: it asks for the end of the
+            // process, which the previous disposition (by default) brings.
+            if (sigs & term_bit) {
+                drain();
+                sigaction(SIGTERM, &previous_term, nullptr);
+                raise(SIGTERM);
+            }
+            if (sigs & int_bit) {
                 // First Ctrl+C: the program sees interrupt_requested() and may
                 // save its state; if the device is still busy after the grace
                 // window, leave, and let the OS reclaim the device memory.
                 if (!drain()) _exit(options.exit_code);
-            } else if (sig == SIGTERM) {
-                drain();
-                sigaction(SIGTERM, &previous_term, nullptr);
-                raise(SIGTERM);
             }
         }
     }
@@ -123,6 +129,8 @@ struct interrupt_handler {
 //  - second SIGINT: _exit(exit_code) at once;
 //  - SIGTERM (if handle_sigterm): the registered queues get up to `grace`
 //    to finish, then the previous SIGTERM disposition runs.
+// Every signal is kept until the watchdog handles it: a SIGTERM right after
+// a SIGINT still ends the process (SIGTERM is handled first when both wait).
 // clpool installs nothing unless this is called. Returns false if a handler
 // was already installed (the first options stay). Throws std::system_error
 // if the watchdog thread cannot start. In a fork child the watchdog is

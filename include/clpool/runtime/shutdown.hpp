@@ -10,12 +10,18 @@
 #include <clpool/runtime/detail/queue_registry.hpp>
 #endif
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 // What clpool does at each way a process ends (docs/DEVICES.md, "Lifecycle"):
 //  - normal exit (return from main, exit()): every registered queue (those of
-//    DeviceHandles and of get_*_pool) is finished by an atexit handler. No
+//    DeviceHandles and of get_*_pool) is finished by an atexit handler, for
+//    at most set_exit_wait() / CLPOOL_EXIT_WAIT_MS (5 s) in all; then the
+//    handler says on stderr which it left, and the exit goes on. No
 //    OpenCL object is released: registries and handles are never destroyed.
 //  - shutdown(): the same finish, then every registry pool gives its cache
 //    back; from then on every pool refuses work with usage_error.
@@ -43,6 +49,13 @@ struct ShutdownReport {
 // Returns the number of queues that failed to finish. Never throws. Blocks
 // until the device is done; thread-safe.
 inline std::size_t finish_registered_queues() noexcept { return detail::queue_registry::instance().finish_all(); }
+
+// How long normal exit waits, in all, for the registered queues (default
+// 5000 ms, or CLPOOL_EXIT_WAIT_MS); a queue still busy then is left, and
+// stderr says so. Overrides the variable. Never throws; thread-safe.
+inline void set_exit_wait(std::chrono::milliseconds wait) noexcept {
+    detail::exit_wait_override_ms.store(std::max<std::int64_t>(0, wait.count()), std::memory_order_release);
+}
 
 // The queues finished at exit (not retained for the caller). Thread-safe.
 inline std::vector<cl_command_queue> registered_queues() { return detail::queue_registry::instance().queues(); }

@@ -3,6 +3,7 @@
 
 #include <boost/intrusive/list.hpp>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -27,8 +28,20 @@ struct block {
     std::size_t requested = 0;    // what the current holder asked for (stats)
     std::uint32_t bucket = 0;     // index into the pool's buckets
     std::uint32_t generation = 0; // fork generation it was made in (process_state.hpp)
-    void* owner = nullptr;        // the pool; nullptr once that pool is destroyed
+    // The pool's address; 0 once that pool is destroyed. While a handle's
+    // release is on its way into the pool, the low bit `releasing` is set too:
+    // the release sets it before it touches the pool, and ~Pool waits for such
+    // a release instead of destroying the pool under it (pool.hpp, recycle).
+    std::atomic<std::uintptr_t> owner{0};
     std::vector<Event> events;    // pending: reuse after these complete (capacity kept across reuses)
+
+    static constexpr std::uintptr_t releasing = 1;  // pools are aligned far beyond 2 bytes
+
+    // The release is done with the pool: whoever now holds the block (a list
+    // or a magazine) may hand it out again. Called under that holder's lock.
+    void end_release() noexcept {
+        owner.store(owner.load(std::memory_order_relaxed) & ~releasing, std::memory_order_release);
+    }
 };
 
 template <class Block>

@@ -3,14 +3,36 @@
 
 #include <clpool/backends/opencl.hpp>
 #include <clpool/core/detail/process_state.hpp>
+#include <clpool/runtime/config.hpp>
+#include <clpool/runtime/waits.hpp>
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <mutex>
 #include <vector>
 
 namespace clpool::detail {
+
+// set_exit_wait()'s value in milliseconds; negative: CLPOOL_EXIT_WAIT_MS or its default.
+inline std::atomic<std::int64_t> exit_wait_override_ms{-1};
+
+// How long normal exit waits for the registered queues, in all. Never throws:
+// an invalid CLPOOL_EXIT_WAIT_MS is reported on stderr and the default used.
+inline std::chrono::milliseconds exit_wait() noexcept {
+    const std::int64_t set = exit_wait_override_ms.load(std::memory_order_acquire);
+    if (set >= 0) return std::chrono::milliseconds(set);
+    try {
+        return std::chrono::milliseconds(config::exit_wait_ms());
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "%s; waiting 5000 ms at exit\n", e.what());
+    }
+    return std::chrono::milliseconds(5000);
+}
 
 // Holds one reference to each registered queue for the life of the process
 // (or until its context's pools are released). Never destroyed, so no OpenCL
@@ -71,22 +93,39 @@ public:
     // clFinish on every registered queue, outside the lock. Returns the
     // number of queues that failed to finish. Never throws.
     std::size_t finish_all() noexcept {
-        std::vector<cl_command_queue> qs;
-        {
-            std::lock_guard lock(mutex_);
-            try {
-                qs = queues_;
-            } catch (...) {
-                qs.clear();
-            }
-            for (auto q : qs) clRetainCommandQueue(q);  // stays valid if forgotten meanwhile
-        }
+        const auto qs = retained_copy();
         std::size_t failed = 0;
         for (auto q : qs) {
             failed += clFinish(q) != CL_SUCCESS;
             clReleaseCommandQueue(q);
         }
         return failed;
+    }
+
+    // As finish_all, but waits `budget` in all (polling, never inside
+    // clFinish): a queue still busy after that is left, counted, and named on
+    // stderr. Returns the number of queues left or failed. Never throws.
+    std::size_t finish_all_within(std::chrono::milliseconds budget) noexcept {
+        const auto deadline = std::chrono::steady_clock::now() + budget;
+        const auto qs = retained_copy();
+        static const std::atomic<bool> never{false};
+        std::size_t failed = 0, busy = 0;
+        for (auto q : qs) {
+            WaitOptions w;
+            w.stop = &never;
+            w.timeout = std::max(std::chrono::nanoseconds(0),
+                                 std::chrono::nanoseconds(deadline - std::chrono::steady_clock::now()));
+            const auto status = busy ? WaitStatus::timed_out : finish_interruptible(q, w);
+            busy += status == WaitStatus::timed_out;
+            failed += status == WaitStatus::failed;
+            clReleaseCommandQueue(q);
+        }
+        if (busy)
+            std::fprintf(stderr,
+                         "clpool: at exit, %zu of %zu registered command queues still busy after %lld ms "
+                         "(CLPOOL_EXIT_WAIT_MS or clpool::set_exit_wait); exiting without waiting for them\n",
+                         busy, qs.size(), static_cast<long long>(budget.count()));
+        return failed + busy;
     }
 
     // A copy of the registered queues (not retained). Thread-safe.
@@ -109,6 +148,19 @@ private:
         return r;
     }
 
+    // The registered queues, each retained so it stays valid if forgotten meanwhile.
+    std::vector<cl_command_queue> retained_copy() const noexcept {
+        std::vector<cl_command_queue> qs;
+        std::lock_guard lock(mutex_);
+        try {
+            qs = queues_;
+        } catch (...) {
+            qs.clear();
+        }
+        for (auto q : qs) clRetainCommandQueue(q);
+        return qs;
+    }
+
     static cl_context context_of(cl_command_queue q) noexcept {
         cl_context ctx = nullptr;
         clGetCommandQueueInfo(q, CL_QUEUE_CONTEXT, sizeof ctx, &ctx, nullptr);
@@ -116,10 +168,11 @@ private:
     }
 
     // Normal exit: finish what is still queued so the driver is not torn
-    // down under running commands. A fork child whose registry is the
-    // parent's finishes nothing.
+    // down under running commands, for at most exit_wait(): a command that
+    // waits on an event nobody will set must not hang the exit. A fork child
+    // whose registry is the parent's finishes nothing.
     static void finish_at_exit() noexcept {
-        if (auto* r = existing()) r->finish_all();
+        if (auto* r = existing()) r->finish_all_within(exit_wait());
     }
 
     const std::uint32_t generation_;

@@ -17,7 +17,7 @@ namespace clpool::detail {
 
 // Guards one magazine. Its thread takes it on every hit and release; others
 // take it only for stats(), trim() and teardown, so it is almost never
-// contended and costs one atomic exchange.
+// contended and costs one compare-exchange.
 using spin_lock = clpool::SpinMutex;
 
 // The part of a magazine that does not depend on the pool's type: what the
@@ -103,6 +103,7 @@ struct magazine_registry {
     const std::uint64_t serial = next_pool_serial.fetch_add(1, std::memory_order_relaxed);
     mutable std::mutex mutex;
     std::vector<magazine_base*> mags;  // each holds one reference
+    bool closed = false;               // the pool is going: no new magazine (mutex held)
 
     // Forgets magazines whose thread has exited (mutex held).
     void prune() noexcept {
@@ -179,21 +180,25 @@ public:
 
     // A release into the calling thread's magazine (keep_in). If the caps
     // refuse it (in a capped pool, even after every magazine's empty slots are
-    // given back), the block is evicted. False (no magazine, the exact bucket,
-    // after shutdown()): the pool puts it back in the shared lists.
+    // given back), the block is evicted. False (no magazine, the magazine
+    // detached by ~Pool, the exact bucket, after shutdown()): the pool puts it
+    // back in the shared lists. A kept block's release ends under the magazine
+    // lock (block_type::end_release); an evicted one's when it leaves the
+    // stripe's in-use list.
     bool put(Lists& lists, block_type* b, std::size_t nbytes) noexcept {
         const std::size_t index = b->bucket;
         if (index >= Lists::exact_bucket || shut_down()) return false;
         mag_type* m = mine(lists);
         if (!m) return false;
-        bool keep = keep_in(lists, *m, b, nbytes);
+        auto kept = keep_in(lists, *m, b, nbytes);
         if constexpr (Lists::capped) {
-            if (!keep) {
+            if (kept == keep_result::refused) {
                 reclaim(lists);  // empty slots first: the caps are for idle buffers
-                keep = keep_in(lists, *m, b, nbytes);
+                kept = keep_in(lists, *m, b, nbytes);
             }
         }
-        if (!keep) {
+        if (kept == keep_result::detached) return false;  // ~Pool has emptied it: the shared lists, where ~Pool waits
+        if (kept == keep_result::refused) {
             lists.lock(index).evict(*b, nbytes);
             Lists::dispose(b);  // outside the locks: the driver may take its time
         }
@@ -214,6 +219,7 @@ public:
     // that still has it finds it detached.
     void detach(Lists& lists) noexcept {
         std::lock_guard g(registry_.mutex);
+        registry_.closed = true;  // a release racing ~Pool makes no magazine now
         for (magazine_base* b : registry_.mags) {
             {
                 std::lock_guard ml(b->lock);
@@ -286,20 +292,24 @@ private:
     // Keeps a released block in m: in a free reserved slot at once; otherwise,
     // under the stripe lock, a full magazine drains K/2 and one more slot is
     // reserved if the caps admit it. False: the caps refuse; the block is not kept.
-    static bool keep_in(Lists& lists, mag_type& m, block_type* b, std::size_t nbytes) noexcept {
+    enum class keep_result { kept, refused, detached };
+
+    static keep_result keep_in(Lists& lists, mag_type& m, block_type* b, std::size_t nbytes) noexcept {
         std::lock_guard g(m.lock);
+        if (!m.lists) return keep_result::detached;
         const std::size_t index = b->bucket;
         auto& sl = m.buckets[index];
         if (sl.count >= sl.reserved) {
             auto bucket = lists.lock(index);
             if (sl.count == K) drain(bucket, m, index, batch);
-            if (!bucket.reserve()) return false;
+            if (!bucket.reserve()) return keep_result::refused;
             ++sl.reserved;
         }
         sl.blocks[sl.count++] = b;
         m.bytes_idle += b->bucket_bytes;
         m.requested -= nbytes;
-        return true;
+        b->end_release();  // ~Pool's detach() takes this lock before it goes on
+        return keep_result::kept;
     }
 
     // A capped pool's refused release: every magazine gives back its empty
@@ -368,6 +378,7 @@ private:
             t.prune();
             t.entries.reserve(t.entries.size() + 1);
             std::lock_guard g(registry_.mutex);
+            if (registry_.closed) return nullptr;
             registry_.prune();
             registry_.mags.reserve(registry_.mags.size() + 1);
             m = new mag_type;
