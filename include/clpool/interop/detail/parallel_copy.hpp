@@ -11,7 +11,6 @@
 #include <cstdint>
 #include <cstring>
 #include <mutex>
-#include <new>
 #include <thread>
 #include <vector>
 
