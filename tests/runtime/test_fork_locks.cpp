@@ -121,6 +121,36 @@ TEST_CASE("fork: the drop-in pools' lock, busy in the parent, is free in the chi
     CHECK(failed == 0);
 }
 
+TEST_CASE("fork_locks: two threads forking at once both give every lock back") {
+    auto& ranges = detail::pinned_ranges::instance();
+    static char block[64];
+    // In a child of its own, bounded by an alarm: a lock left held would hang it.
+    const int rc = in_child(
+        [&] {
+            std::atomic<int> children_failed{0};
+            auto forker = [&] {
+                for (int i = 0; i < 20; ++i) {
+                    const pid_t pid = fork();
+                    if (pid == 0) {
+                        ranges.add(block, sizeof block);
+                        _exit(0);
+                    }
+                    int status = 0;
+                    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+                    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) ++children_failed;
+                }
+            };
+            std::thread a(forker), b(forker);
+            a.join();
+            b.join();
+            ranges.add(block, sizeof block);  // the parent's locks are free again
+            ranges.remove(block);
+            return children_failed.load() == 0 ? 0 : 1;
+        },
+        60);
+    CHECK(rc == 0);
+}
+
 TEST_CASE("fork_locks: every process-wide lock above registered once its singleton exists") {
     static_cast<void>(opencl::private_queue_mutex(test::OpenCLEnv::get().queue()));
     static_cast<void>(detail::pinned_ranges::instance());

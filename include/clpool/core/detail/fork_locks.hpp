@@ -86,40 +86,51 @@ private:
     struct table {
         slot slots[capacity];
         std::atomic<std::size_t> claimed{0};
-        // The fork in progress: the slots prepared, in order (only the forking thread touches them).
+    };
+    // A fork in progress: the slots its prepare handler took, in order. Per
+    // thread: glibc runs one fork's handlers at a time, but POSIX does not
+    // promise it, and a second fork's prepare must not overwrite the list
+    // the first one's parent handler is about to walk.
+    struct in_progress {
         std::size_t order[capacity];
-        std::size_t taken = 0;
+        std::size_t taken;
     };
 
     static table& get() noexcept {
         static constinit table t{};  // trivially destructible: nothing runs at exit
         return t;
     }
+    static in_progress& mine() noexcept {
+        static constinit thread_local in_progress f{};  // the child's thread is the forking thread's copy
+        return f;
+    }
 
     // The slots ready now, by rank (stable: registration order within a rank).
     static void prepare() noexcept {
         table& t = get();
-        t.taken = 0;
+        in_progress& f = mine();
+        f.taken = 0;
         for (std::size_t i = 0; i < capacity; ++i) {
             if (!t.slots[i].ready.load(std::memory_order_acquire)) continue;
-            std::size_t at = t.taken++;
-            for (; at > 0 && t.slots[t.order[at - 1]].rank > t.slots[i].rank; --at) t.order[at] = t.order[at - 1];
-            t.order[at] = i;
+            std::size_t at = f.taken++;
+            for (; at > 0 && t.slots[f.order[at - 1]].rank > t.slots[i].rank; --at) f.order[at] = f.order[at - 1];
+            f.order[at] = i;
         }
-        for (std::size_t k = 0; k < t.taken; ++k) {
-            const auto& h = t.slots[t.order[k]].hooks;
+        for (std::size_t k = 0; k < f.taken; ++k) {
+            const auto& h = t.slots[f.order[k]].hooks;
             if (h.prepare) h.prepare(h.arg);
         }
     }
     static void parent() noexcept { release(false); }
     static void child() noexcept { release(true); }
     static void release(bool in_child) noexcept {
-        table& t = get();
-        for (std::size_t k = t.taken; k-- > 0;) {
-            const auto& h = t.slots[t.order[k]].hooks;
-            if (auto* f = in_child ? h.child : h.parent) f(h.arg);
+        const table& t = get();
+        in_progress& f = mine();
+        for (std::size_t k = f.taken; k-- > 0;) {
+            const auto& h = t.slots[f.order[k]].hooks;
+            if (auto* give_back = in_child ? h.child : h.parent) give_back(h.arg);
         }
-        t.taken = 0;
+        f.taken = 0;
     }
 };
 
