@@ -9,6 +9,8 @@
 #ifdef CLPOOL_HAS_OPENCL
 #include <clpool/shapes/shape_mirror.hpp>
 
+#include "cl_events.hpp"
+
 #include <atomic>
 #include <cstdint>
 #include <set>
@@ -190,5 +192,76 @@ TEST_CASE("a reader keeps a dead shape's mirror buffer out of the pool until it 
     ShapeTrie::collect();
     CHECK(pool.stats().bytes_in_use == 0);
     CHECK(pool.stats().bytes_cached > 0);
+}
+
+// The mirror uploads on its own queue; a command that reads the shape waits on
+// the application's queue (held back by a user event here). The shape dies and
+// collect() runs meanwhile: the buffer must not go to the next shape's upload.
+TEST_CASE("a mirror buffer read by a queued command is not reused before the command ran") {
+    auto& env = test::OpenCLEnv::get();
+    BufferPool pool(env.context);
+    ShapeTrie trie;
+    ShapeMirror mirror(pool, env.queue);
+    cl_int err = CL_SUCCESS;
+    cl::CommandQueue app(clCreateCommandQueue(env.context(), env.device(), 0, &err), false);
+    REQUIRE(err == CL_SUCCESS);
+
+    Shape a = trie.intern({2, 3, 4}, ElementType::f32);
+    const std::vector<i64> a_words(a.words().begin(), a.words().end());
+    std::vector<i64> seen(a_words.size(), -7);
+    test::Gate gate;
+    cl_event read = nullptr;
+    REQUIRE(clEnqueueReadBuffer(app(), mirror.buffer(a)(), CL_FALSE, 0, a.size_bytes(), seen.data(), 1, &gate.event(),
+                                &read) == CL_SUCCESS);
+    const cl::Event reading(read, false);
+    mirror.release_after(a, &reading, 1);
+    const auto before = pool.stats().bytes_in_use;
+
+    a.reset();
+    ShapeTrie::collect();  // a's entry is freed: its buffer is handed back, pending on the read
+    CHECK(pool.stats().bytes_in_use < before);
+    Shape b = trie.intern({9, 8, 7}, ElementType::i32);  // same size: the same bucket
+    const cl::Buffer& bb = mirror.buffer(b);             // uploads b's words (blocking, on the mirror's queue)
+    CHECK(read_back(bb, b.words().size()) == std::vector<i64>(b.words().begin(), b.words().end()));
+
+    gate.open();
+    REQUIRE(clWaitForEvents(1, &read) == CL_SUCCESS);
+    CHECK(seen == a_words);  // not b's words
+
+    // Once the read has run, the old buffer is reusable.
+    b.reset();
+    ShapeTrie::collect();
+    CHECK(pool.stats().bytes_in_use == 0);
+}
+
+TEST_CASE("ShapeMirror::release_after keeps its event list short and refuses an empty shape") {
+    auto& env = test::OpenCLEnv::get();
+    BufferPool pool(env.context);
+    ShapeTrie trie;
+    ShapeMirror mirror(pool, env.queue);
+    CHECK_THROWS_AS(mirror.release_after(Shape(), env.queue), usage_error);
+    Shape s = trie.intern({5}, ElementType::u8);
+    mirror.release_after(s, env.queue);  // no buffer from this mirror yet: nothing to hold
+    const cl_mem old = mirror.buffer(s)();
+    const std::size_t bytes = s.size_bytes();
+    test::Gate gate;
+    std::vector<i64> sink(s.words().size());
+    std::vector<cl::Event> reads;
+    for (int i = 0; i < 100; ++i) {  // far more than are kept: merged into markers
+        cl_event e = nullptr;
+        REQUIRE(clEnqueueReadBuffer(env.queue(), mirror.buffer(s)(), CL_FALSE, 0, s.size_bytes(), sink.data(), 1,
+                                    &gate.event(), &e) == CL_SUCCESS);
+        reads.emplace_back(e, false);
+        mirror.release_after(s, &reads.back(), 1);
+    }
+    s.reset();
+    ShapeTrie::collect();
+    CHECK(pool.stats().bytes_in_use == 0);
+    {
+        auto h = pool.allocate(bytes);  // the gate still holds every read: the old buffer is pending
+        CHECK(h.buffer()() != old);
+    }
+    gate.open();
+    REQUIRE(clFinish(env.queue()) == CL_SUCCESS);
 }
 #endif

@@ -2,6 +2,8 @@
 #include "state.hpp"
 #include "next.hpp"
 
+#include <clpool/core/detail/fork_locks.hpp>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -16,6 +18,9 @@ const cl_icd_dispatch* g_next = nullptr;
 State& state() {
     static State* s = [] {
         auto* st = new State;
+        // Taken around fork() (outermost of clpool's locks): a fork child
+        // never starts with it held by a thread it does not have.
+        detail::fork_locks::add_mutex(detail::fork_rank::interposer_state, st->mu);
         arm_exit_report(*st);
         if (const char* path = std::getenv("CLPOOL_TRACE"); path && *path) {
             if (FILE* f = std::fopen(path, "w")) st->trace = new Trace(f);

@@ -31,6 +31,7 @@
 
 #include <clpool/core/backend.hpp>
 #include <clpool/core/errors.hpp>
+#include <clpool/core/detail/fork_locks.hpp>
 
 #include <algorithm>
 #include <cstddef>
@@ -111,9 +112,22 @@ inline cl_device_id first_gpu_or_any_device() {
 // A driver has crashed when many threads enqueued and waited on one queue at
 // once (docs/RELIABILITY.md). A hit never takes it: only a miss (a driver
 // allocation) and the free of a mapped buffer do.
+// All 64 are taken around fork(), so a fork child never starts with one held.
 inline std::mutex& private_queue_mutex(cl_command_queue q) noexcept {
-    static auto* locks = new std::mutex[64];  // never destroyed: usable from any destructor
-    return locks[(reinterpret_cast<std::uintptr_t>(q) >> 6) % 64];
+    static constexpr std::size_t n = 64;
+    static auto* locks = [] {
+        auto* l = new std::mutex[n];  // never destroyed: usable from any destructor
+        auto unlock_all = [](void* p) noexcept {
+            for (std::size_t i = n; i-- > 0;) static_cast<std::mutex*>(p)[i].unlock();
+        };
+        detail::fork_locks::add(detail::fork_rank::private_queues, {[](void* p) noexcept {
+                                                                        for (std::size_t i = 0; i < n; ++i)
+                                                                            static_cast<std::mutex*>(p)[i].lock();
+                                                                    },
+                                                                    unlock_all, unlock_all, l});
+        return l;
+    }();
+    return locks[(reinterpret_cast<std::uintptr_t>(q) >> 6) % n];
 }
 
 // A queue's context (retained: the caller gets its own reference) and device.

@@ -70,7 +70,7 @@ constexpr std::size_t shape_words(std::size_t rank) noexcept { return 2 * rank +
 // Thread safety: distinct handles (copies included) may be used and dropped
 // from any threads at once; one handle object is not to be mutated from two
 // threads at once. Cost: copy is one relaxed atomic add; drop is one atomic
-// sub, plus a stripe's exclusive lock for the last one.
+// sub, plus an epoch pin and a stripe's exclusive lock for the last one.
 class Shape {
 public:
     Shape() noexcept = default;

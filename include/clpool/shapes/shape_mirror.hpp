@@ -7,9 +7,14 @@
 #include <clpool/shapes/detail/shape_entry.hpp>
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
 
 namespace clpool {
 
@@ -18,8 +23,10 @@ namespace clpool {
 // canonical words into it (a blocking write on `queue`) and attaches it to
 // the interned entry; every later call, from any thread, returns that same
 // buffer with no driver call. The buffer goes back to the pool when the
-// shape's entry is reclaimed (after its last handle is released, once no
-// reader can still see it), or is freed then if the pool is gone.
+// dead shape's entry is reclaimed (or is freed, if the pool is gone by then).
+// A command that reads the buffer and may still be queued when the shape's
+// last handle drops (on any queue) must be declared with release_after: the
+// pool then reuses the buffer only once those commands have completed.
 // The kernel reads shape_words(rank) int64 words (`__global const long*`) at
 // offset 0, laid out as shape.hpp says; it must not write them.
 //
@@ -32,6 +39,10 @@ namespace clpool {
 template <class PoolT = BufferPool>
 class ShapeMirror {
 public:
+    using event_type = cl::Event;
+    static_assert(std::is_same_v<typename PoolT::event_type, event_type>,
+                  "clpool: ShapeMirror needs a pool of OpenCL buffers (its handles' events are cl::Event)");
+
     // `queue` must belong to the pool's context; the pool must outlive the
     // mirror's calls (not the buffers: pooled handles outlive their pool).
     ShapeMirror(PoolT& pool, cl::CommandQueue queue) : pool_(pool), queue_(std::move(queue)), id_(next_id()) {}
@@ -72,13 +83,89 @@ public:
         return fresh.release()->handle.buffer();
     }
 
+    // Declares commands that read s's buffer from this mirror (kernels, copies,
+    // on any queue of the pool's context): when s dies, the buffer goes back
+    // to the pool only after every event passed here has completed, as
+    // Handle::release_after does. Events accumulate over the shape's life;
+    // complete ones are dropped on each call, and past 32 pending ones they
+    // are merged into one marker on the mirror's queue. A shape with no buffer
+    // from this mirror needs nothing: the call does nothing.
+    // Throws usage_error for an empty handle; otherwise never throws (if an
+    // event cannot be recorded, it waits for the events before returning).
+    // Thread-safe (a small lock per buffer).
+    void release_after(const Shape& s, const event_type* events, std::size_t count) {
+        if (!s) throw usage_error("clpool: ShapeMirror::release_after of an empty Shape");
+        auto* a = const_cast<attachment*>(find(s.entry()->attachments.load(std::memory_order_acquire)));
+        if (a && count) a->hold(events, count, queue_());
+    }
+    // Every command enqueued on `queue` so far: one marker's event. Throws
+    // usage_error for an empty handle; if the marker cannot be enqueued, it
+    // finishes the queue first.
+    void release_after(const Shape& s, const cl::CommandQueue& queue) {
+        if (!s) throw usage_error("clpool: ShapeMirror::release_after of an empty Shape");
+        if (!find(s.entry()->attachments.load(std::memory_order_acquire))) return;
+        cl_event marker = nullptr;
+        if (clEnqueueMarkerWithWaitList(queue(), 0, nullptr, &marker) != CL_SUCCESS) {
+            clFinish(queue());
+            return;
+        }
+        const event_type e(marker, false);
+        release_after(s, &e, 1);
+    }
+
     // Shapes this mirror has uploaded and attached (losing racers not counted).
     std::uint64_t uploads() const noexcept { return uploads_.load(std::memory_order_relaxed); }
     std::uint64_t id() const noexcept { return id_; }
 
 private:
+    static constexpr std::size_t merge_above = 32;  // pending events kept per buffer before a marker merges them
+
+    // The buffer and the commands that read it. Destroyed with the shape's
+    // entry (when it is reclaimed): the buffer goes back after those commands.
     struct attachment : detail::shape_attachment {
         typename PoolT::handle handle;
+        std::mutex mutex;
+        std::vector<event_type> readers;  // under mutex
+
+        ~attachment() override { handle.release_after(readers.data(), readers.size()); }
+
+        void hold(const event_type* events, std::size_t count, cl_command_queue merge_on) noexcept {
+            std::lock_guard lock(mutex);
+            std::erase_if(readers, [](const event_type& e) { return complete(e); });
+            try {
+                for (std::size_t i = 0; i < count; ++i)
+                    if (events[i]() && !complete(events[i])) readers.push_back(events[i]);
+            } catch (...) {
+                wait(events, count);  // not recorded: make them harmless now
+                return;
+            }
+            if (readers.size() <= merge_above) return;
+            std::vector<cl_event> raw;
+            try {
+                raw.reserve(readers.size());
+            } catch (...) {
+                return;  // kept unmerged
+            }
+            for (const auto& e : readers) raw.push_back(e());
+            cl_event marker = nullptr;
+            if (clEnqueueMarkerWithWaitList(merge_on, static_cast<cl_uint>(raw.size()), raw.data(), &marker) !=
+                CL_SUCCESS)
+                return;  // kept unmerged
+            readers.clear();  // no allocation: capacity stays
+            readers.emplace_back(marker, false);
+        }
+        static bool complete(const event_type& e) noexcept {
+            cl_int status = CL_QUEUED;
+            if (clGetEventInfo(e(), CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, nullptr) != CL_SUCCESS)
+                return true;  // an invalid event guards nothing
+            return status <= CL_COMPLETE;
+        }
+        static void wait(const event_type* events, std::size_t count) noexcept {
+            for (std::size_t i = 0; i < count; ++i) {
+                cl_event e = events[i]();
+                if (e) clWaitForEvents(1, &e);
+            }
+        }
     };
 
     const attachment* find(const detail::shape_attachment* a) const noexcept {

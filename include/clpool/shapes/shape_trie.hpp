@@ -47,8 +47,9 @@ namespace clpool {
 // place: they publish a new node and retire the old one, and a dead entry is
 // retired too; retired memory is freed by a later reclaim, once no read
 // section that could see it is still open (every 128 retires per thread, or
-// collect()). Destroy a trie only when no other thread uses it (no reader
-// open on it); handles still out then free their entry on release.
+// collect()). Destroy a trie only when no other thread uses it (no reader,
+// intern or find in flight on it); handles still out may be dropped on any
+// thread, during the destruction too, and free their entry on release.
 class ShapeTrie {
 public:
     class reader;
@@ -58,17 +59,23 @@ public:
 
     // Throws config_error for 0 or more than 65536 stripes; other counts are
     // rounded up to a power of two (stripes() says what was used).
-    explicit ShapeTrie(std::size_t stripes = default_stripes) : mask_(stripe_count(stripes) - 1) {
-        stripes_ = std::make_unique<stripe[]>(mask_ + 1);
-    }
+    explicit ShapeTrie(std::size_t stripes = default_stripes)
+        : mask_(stripe_count(stripes) - 1), block_(std::make_unique<stripe_block>(mask_ + 1)),
+          stripes_(block_->stripes.get()) {}
     ShapeTrie(const ShapeTrie&) = delete;
     ShapeTrie& operator=(const ShapeTrie&) = delete;
 
     // Frees the trie's nodes. Entries still held by handles become orphans
-    // and free themselves (and their device mirrors) on their last release.
+    // and free themselves (and their device mirrors) on their last release,
+    // which may run on other threads meanwhile: each stripe is orphaned under
+    // its lock, and the stripes themselves are retired, not freed, so a
+    // release that read the owner just before stays safe (it is pinned).
     ~ShapeTrie() {
-        for (std::size_t i = 0; i <= mask_; ++i)
-            for (auto& root : stripes_[i].roots) orphan(root.load(std::memory_order_acquire));
+        for (std::size_t i = 0; i <= mask_; ++i) {
+            std::unique_lock lock(stripes_[i].mutex);
+            for (auto& root : stripes_[i].roots) orphan(root.exchange(0, std::memory_order_acq_rel));
+        }
+        detail::epoch_domain::retire(block_.release(), &stripe_block::destroy_retired);
     }
 
     // The process-wide trie (default stripes). Never destroyed, so handles
@@ -221,6 +228,14 @@ private:
         std::array<std::atomic<slot>, max_rank + 1> roots{};
         std::size_t entries = 0;
         std::size_t inner_nodes = 0;
+    };
+
+    // The stripes, in one block that entries name as their owner: a dying
+    // trie retires it, so a release racing the destructor can still lock its stripe.
+    struct stripe_block : detail::epoch_retired {
+        explicit stripe_block(std::size_t n) : stripes(std::make_unique<stripe[]>(n)) {}
+        std::unique_ptr<stripe[]> stripes;
+        static void destroy_retired(detail::epoch_retired* p) noexcept { delete static_cast<stripe_block*>(p); }
     };
 
     // The lookup key, read in place from the caller's arrays: key word i is
@@ -411,7 +426,7 @@ private:
 
     entry* make_entry(const key& k, std::int64_t count) {
         const std::uint32_t r = k.rank;
-        entry* e = entry::create(static_cast<std::uint32_t>(shape_words(r)), this, k.stripe, &last_release);
+        entry* e = entry::create(static_cast<std::uint32_t>(shape_words(r)), block_.get(), k.stripe, &last_release);
         std::int64_t* w = e->data();
         w[0] = r;
         for (std::uint32_t i = 0; i < k.length(); ++i) w[1 + i] = k.word(i);
@@ -459,9 +474,11 @@ private:
         if (d == len) {  // `near` is this very shape (so cur is its leaf)
             if (try_ref(near)) return near;
             // Dying: put the new entry in its place; its last releaser will
-            // find itself unlinked and only retire it. A tombstone has no
+            // find itself ownerless and only retire it (so it never touches
+            // this trie, which may be gone by then). A tombstone has no
             // releaser left: retire it here.
             at->store(detail::leaf_slot(fresh), std::memory_order_release);
+            near->owner.store(nullptr, std::memory_order_release);
             if (near->tombstone) detail::epoch_domain::retire(near, &entry::destroy_retired);
             return fresh;
         }
@@ -482,9 +499,15 @@ private:
     // The last handle is gone: unlink (if the trie still lives), then retire
     // the entry; it and its attachments (a device mirror's buffer) are freed
     // by a later reclaim, once no reader can hold it.
+    // The pin keeps the owner's stripes readable if the trie is destroyed
+    // meanwhile (it retires them); unlink checks the owner again under the lock.
     static void last_release(entry* e) noexcept {
         bool tombstone = false;
-        if (auto* t = static_cast<ShapeTrie*>(e->owner.load(std::memory_order_acquire))) tombstone = t->unlink(e);
+        {
+            detail::epoch_guard pin;
+            if (auto* b = static_cast<stripe_block*>(e->owner.load(std::memory_order_acquire)))
+                tombstone = unlink(b->stripes.get(), e);
+        }
         if (!tombstone) detail::epoch_domain::retire(e, &entry::destroy_retired);
     }
 
@@ -493,9 +516,10 @@ private:
     // otherwise by a copy without e's slot. The replaced branch is retired.
     // Returns false, or true when the copy could not be allocated: e then
     // stays linked as a tombstone (dead, never revived) and is not retired.
-    bool unlink(entry* e) noexcept {
-        auto& st = stripes_[e->stripe];
+    static bool unlink(stripe* stripes, entry* e) noexcept {
+        auto& st = stripes[e->stripe];
         std::unique_lock lock(st.mutex);
+        if (!e->owner.load(std::memory_order_relaxed)) return false;  // orphaned or replaced meanwhile
         const std::int64_t* w = e->data() + 1;
         std::atomic<slot>* at = &st.roots[static_cast<std::size_t>(e->data()[0])];
         std::atomic<slot>* parent_at = nullptr;
@@ -565,7 +589,7 @@ private:
             if (e->stripe != stripe_index) fail("entry in a foreign stripe");
             if (key_of(std::span(w + 1, rank), w + 1 + rank, ElementType::f32, Order::c).stripe != stripe_index)
                 fail("entry whose hash names another stripe");
-            if (e->owner.load(std::memory_order_relaxed) != this) fail("entry owned by another trie");
+            if (e->owner.load(std::memory_order_relaxed) != block_.get()) fail("entry owned by another trie");
             std::array<std::int64_t, max_rank> dense;
             dense_strides(std::span(w + 1, rank), static_cast<Order>(w[2 * rank + 2]), dense.data());
             if (e->dense != std::equal(dense.begin(), dense.begin() + rank, w + 1 + rank))
@@ -595,7 +619,8 @@ private:
     }
 
     std::size_t mask_;
-    std::unique_ptr<stripe[]> stripes_;
+    std::unique_ptr<stripe_block> block_;  // retired (not freed) by the destructor
+    stripe* stripes_;                      // block_'s stripes
 };
 
 // A borrowed, uncounted read section (RCU-style). Construction pins the

@@ -2,7 +2,7 @@
 # and as an OpenCL layer. CLPOOL_INTERPOSER tells a program the interposer must be there.
 enable_language(C)
 set(_lib $<TARGET_FILE:clpool_interpose>)
-foreach(prog interpose_semantics interpose_fences interpose_holders interpose_conformance)
+foreach(prog interpose_semantics interpose_fences interpose_holders interpose_conformance interpose_fork)
   add_executable(${prog} ${CMAKE_CURRENT_SOURCE_DIR}/tests/${prog}.c)
   target_link_libraries(${prog} PRIVATE OpenCL::OpenCL)
   target_link_libraries(${prog} PRIVATE clpool_warnings)
@@ -16,7 +16,7 @@ endforeach()
 
 # Built with interpose_semantics, so scripts that build only that target (benchmarks/gpu/interposer.sh)
 # still find every program `ctest -R interpose` runs.
-add_dependencies(interpose_semantics interpose_fences interpose_holders interpose_conformance)
+add_dependencies(interpose_semantics interpose_fences interpose_holders interpose_conformance interpose_fork)
 
 # The exit report (CLPOOL_REPORT=1) and the trace (CLPOOL_TRACE), from both fronts.
 find_package(Python3 COMPONENTS Interpreter REQUIRED)
@@ -40,6 +40,7 @@ set_tests_properties(interpose_bad_alloc.layer PROPERTIES ENVIRONMENT "OPENCL_LA
 
 # Out of memory: a test layer below makes the driver fail past 4 MiB of live buffers.
 find_package(Threads REQUIRED)
+target_link_libraries(interpose_fork PRIVATE Threads::Threads)
 add_library(clpool_fake_oom_layer MODULE ${CMAKE_CURRENT_SOURCE_DIR}/tests/fake_oom_layer.c)
 target_link_libraries(clpool_fake_oom_layer PRIVATE OpenCL::OpenCL Threads::Threads clpool_warnings)
 add_executable(interpose_oom ${CMAKE_CURRENT_SOURCE_DIR}/tests/interpose_oom.c)

@@ -1,6 +1,8 @@
 // pinned_ranges: the host address ranges clpool has mapped from pinned buffers, for "is this pointer pinned?".
 #pragma once
 
+#include <clpool/core/detail/fork_locks.hpp>
+
 #include <cstddef>
 #include <cstdint>
 #include <iterator>
@@ -41,7 +43,8 @@ public:
 
 private:
     static std::uintptr_t addr(const void* p) noexcept { return reinterpret_cast<std::uintptr_t>(p); }
-    pinned_ranges() = default;
+    // Taken around fork(): the child never starts with it held or the map half written.
+    pinned_ranges() noexcept { fork_locks::add_mutex(fork_rank::pinned_ranges, mutex_); }
     mutable std::mutex mutex_;
     std::map<std::uintptr_t, std::size_t> ranges_;
 };

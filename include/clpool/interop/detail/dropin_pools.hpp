@@ -1,6 +1,7 @@
 // The drop-in buffer's pools: one per (context, flags), never destroyed, handing out sub-buffers.
 #pragma once
 
+#include <clpool/core/detail/fork_locks.hpp>
 #include <clpool/interop/detail/poolable.hpp>
 #include <clpool/pools/opencl_pools.hpp>
 
@@ -27,6 +28,9 @@ public:
         static auto* p = new dropin_pools;
         return *p;
     }
+    // Taken around fork(): a child never starts with it held (its pools are
+    // the parent's and refuse work there, but find() and create() must answer).
+    dropin_pools() noexcept { fork_locks::add_mutex(fork_rank::dropin_pools, mutex_); }
 
     // A pooled buffer of `size` bytes (data copied from host_ptr with
     // CL_MEM_COPY_HOST_PTR), with one reference for the caller; nullptr when

@@ -1,6 +1,8 @@
 // parallel_copy: memcpy shared out over a few worker threads, for filling and draining staging buffers.
 #pragma once
 
+#include <clpool/core/detail/fork_locks.hpp>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -181,7 +183,27 @@ private:
         return std::max(min_piece, (want + 4095) & ~std::size_t{4095});
     }
 
-    copy_workers() = default;
+    copy_workers() noexcept {
+        fork_locks::add(fork_rank::copy_workers,
+                        {[](void* w) noexcept { static_cast<copy_workers*>(w)->mutex_.lock(); },
+                         [](void* w) noexcept { static_cast<copy_workers*>(w)->mutex_.unlock(); },
+                         [](void* w) noexcept { static_cast<copy_workers*>(w)->after_fork_child(); }, this});
+    }
+
+    // In a fork child (mutex_ held by the prepare handler): the workers did
+    // not come along, nor did the callers whose jobs are posted. Forget them
+    // all, so the child starts its own workers; the condition variable may
+    // count waiters that no longer exist, so it is made anew (the old one is
+    // abandoned, not destroyed).
+    void after_fork_child() noexcept {
+        jobs_.clear();
+        available_.store(0, std::memory_order_relaxed);
+        workers_ = 0;
+        workers_count_.store(0, std::memory_order_relaxed);
+        sleepers_ = 0;
+        ::new (static_cast<void*>(&cv_)) std::condition_variable();
+        mutex_.unlock();
+    }
 
     void ensure_workers(std::size_t want) noexcept {
         std::lock_guard lock(mutex_);

@@ -8,8 +8,11 @@
 #include <mutex>
 #include <new>
 
+#include <clpool/core/detail/fork_locks.hpp>
+
 #if defined(__linux__)
 #include <linux/membarrier.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #endif
@@ -47,6 +50,11 @@ struct alignas(64) epoch_record {
     std::uint32_t since_reclaim = 0;  // retires since this thread last tried to reclaim; owner only
     std::atomic<epoch_retired*> retired{nullptr};  // pushed by the owner, taken whole by the reclaimer
     std::atomic<bool> in_use{true};
+    // Lent to a thread already past its thread_local destructors' start (a
+    // thread_local holder dropping Shapes after the releaser below ran): given
+    // back at the end of each outermost section or retire, so a dying thread
+    // never keeps a record for good. Owner only.
+    bool transient = false;
     epoch_record* next = nullptr;  // immutable once the record is in the list
 };
 
@@ -84,6 +92,8 @@ inline thread_local epoch_record_releaser epoch_tls_releaser;
 //                 them has left its section.
 // Without membarrier (old kernel, seccomp, or ThreadSanitizer, which does not
 // model it) the reader's pin is a seq_cst store plus a seq_cst fence instead.
+// If membarrier is refused after start-up, pins switch to fences and every
+// later round forces the barrier through a TLB shootdown (see heavy_barrier).
 class epoch_domain {
 public:
     static constexpr std::uint32_t reclaim_every = 128;  // retires per thread between reclaim attempts
@@ -93,7 +103,9 @@ public:
         return *d;
     }
 
-    bool uses_membarrier() const noexcept { return membarrier_; }
+    // Whether reader pins are cheap now (membarrier registered at start-up
+    // and not refused since).
+    bool uses_membarrier() const noexcept { return membarrier_flag_.load(std::memory_order_relaxed); }
 
     // Enters a read section (nests). Cost: a thread_local load, a relaxed
     // load of the global epoch and a plain store, plus a compiler barrier
@@ -124,7 +136,11 @@ public:
 
     // Leaves a read section: the outermost one clears the state (a release store).
     static void unpin(epoch_record* r) noexcept {
-        if (--r->nest == 0) r->state.store(0, std::memory_order_release);
+        if (--r->nest == 0) {
+            r->state.store(0, std::memory_order_release);
+            if (r->transient) [[unlikely]]
+                give_back(r);
+        }
     }
 
     // Hands over an object already unreachable for new readers; it is freed
@@ -138,6 +154,10 @@ public:
         epoch_retired* head = r->retired.load(std::memory_order_relaxed);
         do p->retired_next = head;
         while (!r->retired.compare_exchange_weak(head, p, std::memory_order_release, std::memory_order_relaxed));
+        if (r->transient) {  // a dying thread: its retires stay on the record for any later reclaim
+            if (r->nest == 0) give_back(r);
+            return;
+        }
         if (++r->since_reclaim >= reclaim_every) {
             r->since_reclaim = 0;
             instance().reclaim(false);
@@ -166,6 +186,21 @@ public:
 
     std::uint64_t epoch() const noexcept { return global_.load(std::memory_order_relaxed); }
 
+    // Records in the list (held or free), and those held by a thread now.
+    // Snapshots, for tests and diagnostics: the list only grows when more
+    // threads use the domain at once than ever before.
+    std::size_t records() const noexcept {
+        std::size_t n = 0;
+        for (auto* r = records_.load(std::memory_order_acquire); r; r = r->next) ++n;
+        return n;
+    }
+    std::size_t records_in_use() const noexcept {
+        std::size_t n = 0;
+        for (auto* r = records_.load(std::memory_order_acquire); r; r = r->next)
+            n += r->in_use.load(std::memory_order_relaxed) ? 1 : 0;
+        return n;
+    }
+
 private:
     epoch_domain() noexcept {
 #if !CLPOOL_EPOCH_TSAN && defined(__linux__) && defined(__NR_membarrier)
@@ -177,6 +212,28 @@ private:
         // Readers read the flag on every pin; they can only pin after this
         // constructor finished (instance()'s static initialisation orders it).
         membarrier_flag_.store(membarrier_, std::memory_order_relaxed);
+        fork_locks::add(fork_rank::epoch,
+                        {[](void* d) noexcept { static_cast<epoch_domain*>(d)->mutex_.lock(); },
+                         [](void* d) noexcept { static_cast<epoch_domain*>(d)->mutex_.unlock(); },
+                         [](void* d) noexcept { static_cast<epoch_domain*>(d)->after_fork_child(); }, this});
+    }
+
+    // In a fork child, before any other code runs there: only the forking
+    // thread lives on. Every other thread's record is idle for good, though it
+    // may show a read section the parent thread was inside at the fork, which
+    // would keep the epoch from ever advancing here: unpin and free those
+    // records (their retired objects stay on them for the next reclaim).
+    // mutex_ is held (taken by the prepare handler).
+    void after_fork_child() noexcept {
+        epoch_record* mine = epoch_tls_record;
+        for (auto* r = records_.load(std::memory_order_relaxed); r; r = r->next) {
+            if (r == mine || !r->in_use.load(std::memory_order_relaxed)) continue;
+            r->nest = 0;
+            r->transient = false;
+            r->state.store(0, std::memory_order_relaxed);
+            r->in_use.store(false, std::memory_order_release);
+        }
+        mutex_.unlock();
     }
 
     // A record for this thread: a released one if any, else a new one.
@@ -201,24 +258,67 @@ private:
         r->since_reclaim = 0;
         epoch_tls_record = r;
         // Give the record back at thread exit. A thread already past that
-        // point (a thread_local destructor interning a shape) keeps this
-        // record for good: it is idle (state 0) and blocks nothing.
-        if (!epoch_tls_exited) epoch_tls_releaser.record = r;
+        // point (a thread_local destructor dropping or interning a shape)
+        // only borrows it: see epoch_record::transient.
+        r->transient = epoch_tls_exited;
+        if (!r->transient) epoch_tls_releaser.record = r;
         return r;
     }
 
-    static void heavy_barrier_or_fail(bool& ok) noexcept {
-        static_cast<void>(ok);  // set only on the membarrier path
+    // A dying thread's borrowed record, idle again: back to the free list.
+    static void give_back(epoch_record* r) noexcept {
+        r->transient = false;
+        epoch_tls_record = nullptr;
+        r->in_use.store(false, std::memory_order_release);
+    }
+
+    // The reclaimer's half of the pin protocol: a full barrier on every
+    // thread that may have pinned cheaply. Mutex held. Returns false when no
+    // such barrier could be had: the round then advances nothing (leak,
+    // never free early).
+    bool heavy_barrier() noexcept {
 #if !CLPOOL_EPOCH_TSAN && defined(__linux__) && defined(__NR_membarrier)
         if (membarrier_flag_.load(std::memory_order_relaxed)) {
-            // Cannot fail once registered; if it ever did, advance nothing (leak, never free early).
-            if (syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0) ok = false;
-            std::atomic_thread_fence(std::memory_order_seq_cst);
-            return;
+            if (syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0) {
+                std::atomic_thread_fence(std::memory_order_seq_cst);
+                return true;
+            }
+            // Refused after start-up (a seccomp filter installed later, a
+            // fork child the kernel did not register): new pins use fences
+            // from now on. A reader that read the flag before this store may
+            // still pin cheaply, so every later round also forces a barrier
+            // on every CPU running the process the other way (below).
+            membarrier_flag_.store(false, std::memory_order_seq_cst);
+            membarrier_lost_ = true;
         }
-#endif
         std::atomic_thread_fence(std::memory_order_seq_cst);
+        return !membarrier_lost_ || tlb_shootdown_barrier();
+#else
+        std::atomic_thread_fence(std::memory_order_seq_cst);
+        return true;
+#endif
     }
+
+#if !CLPOOL_EPOCH_TSAN && defined(__linux__) && defined(__NR_membarrier)
+    // What .NET's FlushProcessWriteBuffers falls back to: taking write access
+    // away from a dirty page makes the kernel shoot its TLB entry down on every
+    // CPU running the process, with an interrupt that is a full barrier there.
+    // Mutex held. False if the page or the protection change is refused.
+    bool tlb_shootdown_barrier() noexcept {
+        if (!barrier_page_) {
+            void* p = mmap(nullptr, page_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+            if (p == MAP_FAILED) return false;
+            barrier_page_ = p;
+        }
+        if (mprotect(barrier_page_, page_bytes, PROT_READ | PROT_WRITE) != 0) return false;
+        static_cast<std::atomic<int>*>(barrier_page_)->fetch_add(1, std::memory_order_seq_cst);  // dirty it
+        const bool ok = mprotect(barrier_page_, page_bytes, PROT_READ) == 0;
+        std::atomic_thread_fence(std::memory_order_seq_cst);
+        return ok;
+    }
+    static constexpr std::size_t page_bytes = 4096;
+    void* barrier_page_ = nullptr;  // under mutex_
+#endif
 
     // One round. Returns the objects freed. `wait`: block on the mutex, else skip if busy.
     std::size_t reclaim(bool wait) noexcept {
@@ -239,8 +339,7 @@ private:
             tail->retired_next = limbo_;
             limbo_ = batch;
         }
-        bool ok = true;
-        heavy_barrier_or_fail(ok);
+        bool ok = heavy_barrier();
         for (auto* r = records_.load(std::memory_order_acquire); ok && r; r = r->next) {
             const std::uint64_t s = r->state.load(std::memory_order_acquire);
             if ((s & 1) && (s >> 1) != g) ok = false;  // pinned in an older epoch
@@ -269,6 +368,7 @@ private:
     static constinit inline std::atomic<bool> membarrier_flag_{false};
 
     bool membarrier_ = false;
+    bool membarrier_lost_ = false;  // under mutex_: membarrier failed after start-up
     std::atomic<epoch_record*> records_{nullptr};
     std::mutex mutex_;
     epoch_retired* limbo_ = nullptr;  // under mutex_

@@ -39,8 +39,9 @@ struct shape_entry : epoch_retired {
     // Called by the release that took refs to zero: unlinks (if the owner is
     // still alive) and destroys. Set by the owner; never throws.
     void (*on_last_release)(shape_entry*) noexcept = nullptr;
-    // The trie that holds this entry; nullptr once that trie is destroyed
-    // (the entry is then freed by its last release).
+    // The stripes of the trie that holds this entry; nullptr once that trie
+    // is destroyed, or once a new entry replaced this dying one (the entry is
+    // then only retired by its last release). Cleared under the stripe's lock.
     std::atomic<void*> owner{nullptr};
     std::atomic<shape_attachment*> attachments{nullptr};
     std::uint32_t words = 0;   // length of the canonical buffer
