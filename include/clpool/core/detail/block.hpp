@@ -28,7 +28,21 @@ struct block {
     std::uint32_t bucket = 0;     // index into the pool's buckets
     std::uint32_t generation = 0; // fork generation it was made in (process_state.hpp)
     void* owner = nullptr;        // the pool; nullptr once that pool is destroyed
-    std::vector<Event> events;    // pending: reuse after these complete (capacity kept across reuses)
+    // For snapshots (snapshot.hpp). A hit from the shared lists writes
+    // handout_seq alone, next to the hot fields above (whose offsets stay);
+    // the rest is written on a miss or by set_tag.
+    std::uint64_t handout_seq = 0; // its stripe's hand-outs up to its last one from the shared lists
+    std::vector<Event> events;     // pending: reuse after these complete (capacity kept across reuses)
+    const char* tag = nullptr;     // Handle::set_tag's, valid while tag_seq == handout_seq
+    std::uint64_t tag_seq = 0;     // handout_seq when the tag was set: a hit need not clear the tag
+    std::uint64_t made_ns = 0;     // steady clock when the driver made it
+
+    // The current (or, once idle, last) holder's tag; nullptr if it set none.
+    const char* current_tag() const noexcept { return tag_seq == handout_seq ? tag : nullptr; }
+    void set_tag(const char* t) noexcept {
+        tag = t;
+        tag_seq = handout_seq;
+    }
 };
 
 template <class Block>
