@@ -46,6 +46,15 @@ set(info $<TARGET_FILE:clpool-info>)
 set(replay $<TARGET_FILE:clpool-replay>)
 set(o ${CLPOOL_TOOL_OUT})
 
+# ---- clpool-viz (python3): on snapshot_demo's snapshot and on bad input; .ci/steps.d/65-viz-browser.sh
+# opens the report in headless Chromium.
+find_package(Python3 COMPONENTS Interpreter REQUIRED)
+add_executable(snapshot_demo viz/snapshot_demo.cpp)
+target_link_libraries(snapshot_demo PRIVATE clpool::clpool clpool_warnings)
+add_test(NAME tools.viz COMMAND Python3::Interpreter ${PROJECT_SOURCE_DIR}/tests/tools/test_viz.py
+  $<TARGET_FILE:snapshot_demo> ${CMAKE_CURRENT_SOURCE_DIR}/viz/clpool-viz ${o})
+set_tests_properties(tools.viz PROPERTIES TIMEOUT 120 LABELS tools)
+
 # ---- clpool-info
 clpool_tool_test(info.help COMMAND ${info} --help STDOUT "Usage" "--device" "Exit codes")
 clpool_tool_test(info.unknown_option RC 2 COMMAND ${info} --bogus STDERR "--bogus" "clpool-info --help")

@@ -11,11 +11,13 @@ namespace clpool {
 // The driver could not provide memory even after the pool gave its cache back.
 class out_of_memory : public std::bad_alloc {
 public:
-    out_of_memory(std::size_t requested, std::size_t pool_held, int native_code, const std::string& pool_name)
+    // `details`: further lines for what() (the pool's forensics: oom_report.hpp).
+    out_of_memory(std::size_t requested, std::size_t pool_held, int native_code, const std::string& pool_name,
+                  const std::string& details = {})
         : requested_(requested), pool_held_(pool_held), native_code_(native_code),
           message_("clpool: " + pool_name + " out of memory: asked for " + std::to_string(requested) + " bytes with " +
                    std::to_string(pool_held) + " bytes held by the pool after giving its cache back; driver code " +
-                   std::to_string(native_code)) {}
+                   std::to_string(native_code) + details) {}
 
     const char* what() const noexcept override { return message_.c_str(); }
     std::size_t requested() const noexcept { return requested_; }

@@ -5,6 +5,7 @@
 
 #include <concepts>
 #include <cstddef>
+#include <utility>
 
 namespace clpool {
 
@@ -20,6 +21,9 @@ namespace clpool {
 //   detach(lists)               ~Pool: as flush, then let go of the pool
 //   abandon()                   ~Pool in a fork child: let go without locks or driver calls
 //   stats(lists)                lists.snapshot() with the front's buffers and hits folded in
+// and, for Pool::snapshot(), optionally:
+//   inspect(lists, f)           f(stats(lists), held) under the same locks as stats, where
+//                               held(block) says whether the front holds the block idle
 // The exact bucket always belongs to the shared lists.
 template <class F, class Lists>
 concept PoolFront =
@@ -51,6 +55,10 @@ struct no_front {
     template <class Lists>
     static auto stats(const Lists& lists) {
         return lists.snapshot();
+    }
+    template <class Lists, class F>
+    static decltype(auto) inspect(const Lists& lists, F&& f) {
+        return lists.inspect([&](auto s) { return f(std::move(s), [](const auto*) { return false; }); });
     }
 };
 

@@ -54,6 +54,14 @@ public:
         nbytes_ = 0;
     }
 
+    // Names the holder in snapshots (Pool::snapshot, the out-of-memory
+    // report) until the buffer is handed back. `tag` must outlive the buffer's
+    // time in the pool: a string literal or other static string. Not copied.
+    void set_tag(const char* tag) noexcept {
+        if (block_) block_->set_tag(tag);
+    }
+    const char* tag() const noexcept { return block_ ? block_->current_tag() : nullptr; }
+
     // The pool that made this handle; nullptr for an empty handle or one whose
     // pool has been destroyed.
     Pool* pool() const noexcept { return block_ ? Pool::owner_of(block_) : nullptr; }

@@ -5,11 +5,14 @@
 #include <clpool/core/errors.hpp>
 #include <clpool/core/front.hpp>
 #include <clpool/core/handle.hpp>
+#include <clpool/core/detail/oom_report.hpp>
 #include <clpool/core/shared_lists.hpp>
+#include <clpool/core/snapshot.hpp>
 #include <clpool/core/stats.hpp>
 #include <clpool/core/detail/process_state.hpp>
 #include <clpool/core/policy_concepts.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -134,6 +137,40 @@ public:
         return s;
     }
 
+    // Every buffer the pool holds (in use, cached, pending) with its bucket,
+    // sizes, age and tag, and stats() read under the same locks: the buffers
+    // add up to its totals. Costs what stats() does plus a walk of every
+    // buffer; for diagnostics, not the hot path.
+    PoolSnapshot snapshot() const {
+        PoolSnapshot out;
+        out.pool = backend_.name();
+        out.taken_ns = detail::steady_ns();
+        auto walk = [&](PoolStats s, const auto& held_by_front) {
+            lists_.for_each_block([&](const block_type& b, BufferState state, std::uint64_t seq) {
+                if (state == BufferState::in_use && held_by_front(&b)) state = BufferState::cached;
+                BufferInfo info;
+                info.state = state;
+                info.bucket_size = b.bucket == exact_bucket ? 0 : b.bucket_bytes;
+                info.bytes_requested = state == BufferState::in_use ? b.requested : 0;
+                info.bytes_held = b.bucket_bytes;
+                info.made_ns = b.made_ns;
+                info.handout_seq = b.handout_seq;
+                info.handouts_since = seq - b.handout_seq;
+                if (const char* tag = b.current_tag()) info.tag = tag;
+                info.id = reinterpret_cast<std::uintptr_t>(&b);
+                out.buffers.push_back(std::move(info));
+            });
+            return s;
+        };
+        if constexpr (requires { front_.inspect(lists_, walk); }) out.stats = front_.inspect(lists_, walk);
+        else
+            out.stats =
+                lists_.inspect([&](PoolStats s) { return walk(std::move(s), [](const auto*) { return false; }); });
+        std::stable_partition(out.buffers.begin(), out.buffers.end(),
+                              [](const BufferInfo& b) { return b.state == BufferState::in_use; });
+        return out;
+    }
+
     // The bucket size a request of nbytes is served from (what allocate would
     // hold). Throws size_error as allocate does.
     std::size_t bucket_size_for(std::size_t nbytes) const { return classify(nbytes).second; }
@@ -191,16 +228,18 @@ private:
             throw;
         }
         auto result = obtain(bytes);
+        std::size_t given_back = 0;
         if (result.status == AllocStatus::out_of_memory) {
             // The cache may be what is crowding the device: give it back, try once more.
-            trim();
+            given_back = trim();
             lists_.on_oom_retry(index);
             result = obtain(bytes);
         }
         if (result.status != AllocStatus::ok) {
             const std::size_t held = lists_.on_failure(index);
             if (result.status == AllocStatus::out_of_memory)
-                throw out_of_memory(nbytes, held, result.native_code, backend_.name());
+                throw out_of_memory(nbytes, held, result.native_code, backend_.name(),
+                                    oom_details(nbytes, bytes, given_back, result.native_code));
             throw driver_error(std::string(backend_.name()) + " allocation of " + std::to_string(bytes) + " bytes",
                                result.native_code);
         }
@@ -210,8 +249,22 @@ private:
         b->bucket = static_cast<std::uint32_t>(index);
         b->owner.store(reinterpret_cast<std::uintptr_t>(this), std::memory_order_relaxed);  // adopt() publishes it
         b->generation = generation_;
+        b->made_ns = detail::steady_ns();
         lists_.adopt(*b, nbytes);
         return b;
+    }
+
+    // The forensics lines of out_of_memory::what() (and the CLPOOL_OOM_SNAPSHOT
+    // dump); none if even they cannot be made (out of host memory too). Out of
+    // line and cold: allocate(), with create() inlined, stays as small as before.
+    [[gnu::cold, gnu::noinline]] std::string oom_details(std::size_t nbytes, std::size_t bytes, std::size_t given_back,
+                                                         int code) const noexcept {
+        try {
+            OutOfMemoryRecord oom{backend_.name(), nbytes, bytes, given_back, code};
+            return detail::oom_report(snapshot(), oom);
+        } catch (...) {
+            return {};
+        }
     }
 
     static Pool* owner_of(const block_type* b) noexcept {

@@ -7,6 +7,7 @@
 #include <clpool/core/detail/pool_counters.hpp>
 #include <clpool/core/detail/process_state.hpp>
 #include <clpool/core/policy_concepts.hpp>
+#include <clpool/core/snapshot.hpp>
 #include <clpool/core/stats.hpp>
 
 #include <algorithm>
@@ -106,6 +107,7 @@ public:
         s.counters.on_hit(bucket.counts, b->bucket_bytes, nbytes);
         idle_total_.sub(b->bucket_bytes);
         b->requested = nbytes;
+        b->handout_seq = s.counters.hits + s.counters.misses;  // a logical clock: no clock read on a hit
         s.in_use.push_back(*b);
         return b;
     }
@@ -117,6 +119,7 @@ public:
         peak_held_.max(held_.add(b.bucket_bytes));
         s.counters.on_create(buckets_[b.bucket].counts, b.bucket_bytes, nbytes);
         b.requested = nbytes;
+        b.handout_seq = s.counters.hits + s.counters.misses;
         s.in_use.push_back(b);
     }
 
@@ -228,13 +231,38 @@ public:
     // so that after queue.finish() nothing shows as pending (one event query
     // per pending buffer; no driver wait, no free).
     PoolStats snapshot() const {
-        PoolStats out;
+        return inspect([](PoolStats s) { return s; });
+    }
+
+    // Returns f(stats) called with every stripe locked (in order), so that f
+    // may walk every block with for_each_block() and find what stats counts.
+    template <class F>
+    decltype(auto) inspect(F&& f) const {
         std::array<std::unique_lock<typename Locks::mutex_type>, Locks::stripes> locks;
         for (std::size_t i = 0; i < Locks::stripes; ++i) locks[i] = std::unique_lock(stripes_[i].mutex);
         if constexpr (traits::has_events) {
             for (std::size_t i = 0; i < buckets_.size(); ++i)
                 if (!buckets_[i].pending.empty()) reap_pending(buckets_[i], stripes_[stripe_of(i)].counters);
         }
+        return std::forward<F>(f)(stats_locked());
+    }
+
+    // Only within inspect(): f(block, state, stripe's hand-outs so far) for
+    // every block of the pool (a front's blocks are on the in-use lists).
+    template <class F>
+    void for_each_block(F&& f) const {
+        for (const auto& s : stripes_)
+            for (const auto& b : s.in_use) f(b, BufferState::in_use, s.counters.hits + s.counters.misses);
+        for (std::size_t i = 0; i < buckets_.size(); ++i) {
+            const auto& c = stripes_[stripe_of(i)].counters;
+            for (const auto& b : buckets_[i].free) f(b, BufferState::cached, c.hits + c.misses);
+            for (const auto& b : buckets_[i].pending) f(b, BufferState::pending, c.hits + c.misses);
+        }
+    }
+
+private:
+    PoolStats stats_locked() const {
+        PoolStats out;
         for (const auto& st : stripes_) {
             const auto& s = st.counters;
             out.hits += s.hits;
@@ -260,7 +288,6 @@ public:
         return out;
     }
 
-private:
     using list_type = detail::block_list<block_type>;
 
     // 16-byte aligned, so counts' hot pair is (see bucket_counts).

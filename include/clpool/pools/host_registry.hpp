@@ -3,11 +3,14 @@
 
 #include <clpool/pools/aliases.hpp>
 #include <clpool/core/errors.hpp>
+#include <clpool/core/snapshot.hpp>
 #include <clpool/core/detail/process_state.hpp>
 #include <clpool/runtime/detail/registry_list.hpp>
 
 #include <atomic>
 #include <cstddef>
+#include <string>
+#include <vector>
 
 namespace clpool {
 
@@ -34,6 +37,14 @@ public:
         }
         delete fresh;
         return e->pool;
+    }
+
+    // Appends the pool's snapshot, named `alias`, if it was made (process_snapshot.hpp).
+    static void snapshot_into(std::vector<PoolSnapshot>& out, const char* alias) {
+        entry* e = current().load(std::memory_order_acquire);
+        if (!e || e->generation != fork_generation()) return;
+        out.push_back(e->pool.snapshot());
+        out.back().pool = std::string(alias) + ":" + out.back().pool;
     }
 
     // Gives the cache back (shutdown()); 0 if the pool was never made.

@@ -2,15 +2,18 @@
 #pragma once
 
 #include <clpool/pools/opencl_pools.hpp>
+#include <clpool/core/snapshot.hpp>
 #include <clpool/core/detail/process_state.hpp>
 #include <clpool/runtime/detail/queue_registry.hpp>
 #include <clpool/runtime/detail/registry_list.hpp>
 
 #include <atomic>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <set>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -73,6 +76,19 @@ public:
         std::size_t freed = 0;
         for (auto& [ctx, pool] : pools_) freed += pool->trim();
         return freed;
+    }
+
+    // Appends every pool's snapshot (process_snapshot.hpp), named `alias` and
+    // its device, to `out`.
+    void snapshot_into(std::vector<PoolSnapshot>& out, const char* alias) const {
+        std::lock_guard lock(mutex_);
+        for (const auto& [key, pool] : pools_) {
+            out.push_back(pool->snapshot());
+            char where[64];
+            std::snprintf(where, sizeof where, " (context %p, device %p)", static_cast<void*>(key.first),
+                          static_cast<void*>(key.second));
+            out.back().pool = std::string(alias) + ":" + out.back().pool + where;
+        }
     }
 
     // The number of pools made (one per context and device in use).

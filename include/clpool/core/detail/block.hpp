@@ -33,7 +33,14 @@ struct block {
     // the release sets it before it touches the pool, and ~Pool waits for such
     // a release instead of destroying the pool under it (pool.hpp, recycle).
     std::atomic<std::uintptr_t> owner{0};
-    std::vector<Event> events;    // pending: reuse after these complete (capacity kept across reuses)
+    // For snapshots (snapshot.hpp). A hit from the shared lists writes
+    // handout_seq alone, next to the hot fields above; the rest is written on
+    // a miss or by set_tag.
+    std::uint64_t handout_seq = 0; // its stripe's hand-outs up to its last one from the shared lists
+    std::vector<Event> events;     // pending: reuse after these complete (capacity kept across reuses)
+    const char* tag = nullptr;     // Handle::set_tag's, valid while tag_seq == handout_seq
+    std::uint64_t tag_seq = 0;     // handout_seq when the tag was set: a hit need not clear the tag
+    std::uint64_t made_ns = 0;     // steady clock when the driver made it
 
     static constexpr std::uintptr_t releasing = 1;  // pools are aligned far beyond 2 bytes
 
@@ -41,6 +48,13 @@ struct block {
     // or a magazine) may hand it out again. Called under that holder's lock.
     void end_release() noexcept {
         owner.store(owner.load(std::memory_order_relaxed) & ~releasing, std::memory_order_release);
+    }
+
+    // The current (or, once idle, last) holder's tag; nullptr if it set none.
+    const char* current_tag() const noexcept { return tag_seq == handout_seq ? tag : nullptr; }
+    void set_tag(const char* t) noexcept {
+        tag = t;
+        tag_seq = handout_seq;
     }
 };
 

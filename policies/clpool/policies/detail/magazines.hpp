@@ -241,6 +241,13 @@ public:
     // A consistent snapshot: the registry, every magazine, then every stripe
     // are locked while read; magazine contents are reported as cached.
     auto stats(const Lists& lists) const {
+        return inspect(lists, [](auto s, const auto&) { return s; });
+    }
+
+    // Pool::snapshot(): f(stats, held) under stats()'s locks; held(block)
+    // says whether a magazine holds it (idle, though on an in-use list).
+    template <class F>
+    decltype(auto) inspect(const Lists& lists, F&& f) const {
         std::lock_guard g(registry_.mutex);
         for (magazine_base* b : registry_.mags) b->lock.lock();
         struct unlock_all {
@@ -249,7 +256,29 @@ public:
                 for (magazine_base* b : mags) b->lock.unlock();
             }
         } unlocker{registry_.mags};
-        auto out = lists.snapshot();
+        return lists.inspect([&](auto out) {
+            fold(out);
+            std::vector<const block_type*> held;  // made on first ask: stats() never asks
+            bool listed = false;
+            return f(std::move(out), [&](const block_type* blk) {
+                if (!listed) {
+                    for (magazine_base* b : registry_.mags) {
+                        const auto& m = *static_cast<const mag_type*>(b);
+                        for (const auto& sl : m.buckets)
+                            held.insert(held.end(), sl.blocks.begin(), sl.blocks.begin() + sl.count);
+                    }
+                    std::sort(held.begin(), held.end());
+                    listed = true;
+                }
+                return std::binary_search(held.begin(), held.end(), blk);
+            });
+        });
+    }
+
+private:
+    // Moves the magazines' buffers from in use to cached, and their hits in (all locked).
+    template <class Stats>
+    void fold(Stats& out) const {
         for (magazine_base* b : registry_.mags) {
             const auto& m = *static_cast<const mag_type*>(b);
             out.bytes_cached += m.bytes_idle;
@@ -268,10 +297,8 @@ public:
                 it->in_use_buffers -= sl.count;
             }
         }
-        return out;
     }
 
-private:
     static constexpr std::size_t batch = K / 2;
     using mag_type = magazine<block_type, K, Lists::exact_bucket>;
     using locked_bucket = typename Lists::locked_bucket;
@@ -286,12 +313,14 @@ private:
         m.bytes_idle -= b->bucket_bytes;
         m.requested += nbytes;
         b->requested = nbytes;
+        b->tag = nullptr;  // a hand-out from a magazine does not move handout_seq
         return b;
     }
 
     // Keeps a released block in m: in a free reserved slot at once; otherwise,
     // under the stripe lock, a full magazine drains K/2 and one more slot is
-    // reserved if the caps admit it. False: the caps refuse; the block is not kept.
+    // reserved if the caps admit it. refused: the caps refuse; detached: ~Pool
+    // has emptied the magazine. Either way the block is not kept.
     enum class keep_result { kept, refused, detached };
 
     static keep_result keep_in(Lists& lists, mag_type& m, block_type* b, std::size_t nbytes) noexcept {

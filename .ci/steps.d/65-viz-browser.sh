@@ -1,0 +1,15 @@
+# Issue 16: clpool-viz's report in a real browser. snapshot_demo writes a snapshot, clpool-viz
+# makes the report, headless Chromium (Debian's chromium, .ci/deps.d/viz.txt) renders it and
+# tests/tools/browser_check.py reads the DOM: one drawn block per buffer, no console message.
+# The same check must fail on a copy of the page with a script error (the check can fail).
+set -euo pipefail
+build=build/ci
+demo=$build/tools/snapshot_demo
+[ -x "$demo" ] || { echo "65-viz-browser: $demo was not built" >&2; exit 1; }
+out=$build/viz-browser
+mkdir -p "$out"
+"$demo" "$out/snapshot.json"
+python3 tools/viz/clpool-viz "$out/snapshot.json" -o "$out/report.html"
+python3 tests/tools/browser_check.py "$out/report.html" "$out/snapshot.json"
+sed 's|render(JSON.parse|render(undefined_function(), JSON.parse|' "$out/report.html" > "$out/broken.html"
+python3 tests/tools/browser_check.py "$out/broken.html" "$out/snapshot.json" --expect-error

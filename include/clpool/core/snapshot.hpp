@@ -1,0 +1,81 @@
+// PoolSnapshot: every buffer of a pool, with its state, sizes, age and tag, and the pool's stats at that moment.
+#pragma once
+
+#include <clpool/core/stats.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace clpool {
+
+enum class BufferState : std::uint8_t {
+    in_use,   // handed out and not yet released
+    cached,   // idle, ready to hand out (a thread's magazine counts too)
+    pending,  // released, waiting for its events
+};
+
+constexpr const char* to_string(BufferState s) noexcept {
+    switch (s) {
+        case BufferState::in_use: return "in_use";
+        case BufferState::cached: return "cached";
+        case BufferState::pending: return "pending";
+    }
+    return "unknown";
+}
+
+// One buffer the pool holds from the driver.
+struct BufferInfo {
+    BufferState state = BufferState::in_use;
+    std::size_t bucket_size = 0;      // bytes per buffer of its bucket; 0 for the exact-size bucket
+    std::size_t bytes_requested = 0;  // what its holder asked for; 0 unless in use
+    std::size_t bytes_held = 0;       // the buffer's size
+    std::uint64_t made_ns = 0;        // steady clock, when the driver made it
+    // How many buffers its lock stripe handed out (hits and misses) up to its
+    // last hand-out from the shared lists, and how many since: a logical clock,
+    // because reading a clock on every hit would cost more than the hit.
+    // ThreadCached: hand-outs from a thread's magazine are not counted here.
+    std::uint64_t handout_seq = 0;
+    std::uint64_t handouts_since = 0;
+    std::uint32_t uses = 0;    // times handed out from the shared lists, the first included
+    std::string tag;           // the holder's Handle::set_tag; for an idle buffer, its last holder's
+    std::uintptr_t id = 0;     // stable while the buffer lives (its node's address)
+};
+
+// What Pool::snapshot() returns: `stats` and `buffers` were read under the
+// same locks, so the totals agree (bytes and buffer counts per state).
+struct PoolSnapshot {
+    std::string pool;             // the backend's name
+    std::uint64_t taken_ns = 0;   // steady clock, same base as BufferInfo::made_ns
+    PoolStats stats;
+    std::vector<BufferInfo> buffers;  // in use first
+};
+
+// The moment of an out-of-memory (clpool::out_of_memory, CLPOOL_OOM_SNAPSHOT).
+struct OutOfMemoryRecord {
+    std::string pool;                   // the backend's name
+    std::size_t requested = 0;          // what was asked
+    std::size_t bucket_size = 0;        // what the driver was asked for
+    std::size_t cached_given_back = 0;  // cached and pending bytes trimmed before the retry
+    int native_code = 0;
+};
+
+// A process-wide snapshot: one entry per pool (registry pools, host pools).
+struct ProcessSnapshot {
+    std::uint64_t taken_ns = 0;
+    std::optional<OutOfMemoryRecord> out_of_memory;  // set in the dump CLPOOL_OOM_SNAPSHOT writes
+    std::vector<PoolSnapshot> pools;
+};
+
+namespace detail {
+inline std::uint64_t steady_ns() noexcept {
+    return static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+            .count());
+}
+}  // namespace detail
+
+}  // namespace clpool
