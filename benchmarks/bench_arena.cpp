@@ -63,7 +63,8 @@ cl_kernel stream_kernel() {
     static cl_kernel k = [] {
         auto& d = Device::get();
         cl_int err = CL_SUCCESS;
-        cl_program p = clCreateProgramWithSource(d.context(), 1, &stream_source, nullptr, &err);
+        const char* src = stream_source;
+        cl_program p = clCreateProgramWithSource(d.context(), 1, &src, nullptr, &err);
         opencl::check(err, "clCreateProgramWithSource");
         opencl::check(clBuildProgram(p, 1, &d.device, "", nullptr, nullptr), "clBuildProgram");
         cl_kernel kk = clCreateKernel(p, "stream", &err);

@@ -4,6 +4,8 @@
 #include <clpool/pools/aliases.hpp>
 #include <clpool/backends/mapped_pinned.hpp>
 #include <clpool/backends/opencl.hpp>
+#include <clpool/core/backend.hpp>
+#include <clpool/core/handle.hpp>
 
 #include <concepts>
 #include <cstddef>
