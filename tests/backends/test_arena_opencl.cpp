@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <string>
 #include <vector>
@@ -180,4 +181,35 @@ TEST_CASE("opencl: no sub-buffer of a sub-allocated block; one of its segment at
     CHECK(mem_info<cl_mem>(part.memory(), CL_MEM_ASSOCIATED_MEMOBJECT) == h.buffer().segment()());
     CHECK(mem_info<std::size_t>(part.memory(), CL_MEM_OFFSET) == h.buffer().offset() + 4096);
     CHECK(sub_buffer_of(h, 8000, 1024).status == AllocStatus::failed);  // past the block: refused
+}
+
+TEST_CASE("opencl: mapped pinned staging blocks carved from one pinned segment carry data to the device") {
+    auto& env = OpenCLEnv::get();
+    MappedPinnedArenaPool pool(env.context);
+    std::vector<MappedPinnedArenaPool::handle> hs;
+    for (int i = 0; i < 8; ++i) hs.push_back(pool.allocate(60000));
+    CHECK(pool.stats().segments == 1);  // one pinned allocation and one map for all eight
+    std::map<const char*, std::size_t> spans;
+    for (const auto& h : hs) spans[static_cast<const char*>(h.buffer().host())] = h.bucket_size();
+    const char* end = nullptr;
+    for (const auto& [p, n] : spans) {
+        CHECK((end == nullptr || p >= end));
+        end = p + n;
+    }
+    cl_int err = CL_SUCCESS;
+    cl_mem dev = clCreateBuffer(env.context(), CL_MEM_READ_WRITE, 60000, nullptr, &err);
+    REQUIRE(err == CL_SUCCESS);
+    for (std::size_t i = 0; i < hs.size(); ++i) std::memset(hs[i].buffer().host(), static_cast<int>(i + 1), 60000);
+    for (std::size_t i = 0; i < hs.size(); ++i) {
+        REQUIRE(clEnqueueWriteBuffer(env.queue(), dev, CL_TRUE, 0, 60000, hs[i].buffer().host(), 0, nullptr, nullptr) ==
+                CL_SUCCESS);
+        std::vector<unsigned char> back(60000);
+        REQUIRE(clEnqueueReadBuffer(env.queue(), dev, CL_TRUE, 0, 60000, back.data(), 0, nullptr, nullptr) ==
+                CL_SUCCESS);
+        CHECK(std::all_of(back.begin(), back.end(), [&](unsigned char c) { return c == i + 1; }));
+    }
+    clReleaseMemObject(dev);
+    hs.clear();
+    pool.trim();
+    CHECK(pool.stats().segments == 0);  // unmapped and freed
 }

@@ -25,6 +25,9 @@ using MappedPinnedPool = BasicPinnedBufferPool<MappedPinnedBackend>;
 using ArenaPool = BasicArenaPool<OpenCLBackend>;
 // Pinned staging buffers carved from a few large pinned segments.
 using PinnedArenaPool = BasicPinnedArenaPool<OpenCLBackend>;
+// Mapped pinned staging buffers (h.buffer().host(), h.buffer().buffer()) carved
+// from a few mapped pinned segments: one pinned allocation and one map serve many.
+using MappedPinnedArenaPool = BasicPinnedArenaPool<MappedPinnedBackend>;
 
 // OpenCL has no sub-buffer of a sub-buffer, and a sub-allocated block is one:
 // clCreateSubBuffer on h.buffer() fails with CL_INVALID_MEM_OBJECT. This makes
