@@ -9,34 +9,24 @@
 //   and unmap), then release: what a buffer really costs without a pool.
 #include "common/setup.hpp"
 
+#include <clpool/benchmark/register.hpp>
 #include <clpool/policies/thread_cached.hpp>
 
 #include <mutex>
 #include <string>
+#include <vector>
 
 using namespace clpool;
 using namespace clpool::bench;
 
 namespace {
 
-template <class P>
-void hit_pair(benchmark::State& state) {
-    const auto n = static_cast<std::size_t>(state.range(0));
-    auto pool = make_pool<P>();
-    pool->allocate(n).release();  // the one miss; every timed call hits
-    for (auto _ : state) {
-        auto h = pool->allocate(n);
-        benchmark::DoNotOptimize(h);
-        h.release();
-    }
-    const auto s = pool->stats();
-    if (s.misses != 1) state.SkipWithError("a timed allocation missed the cache");
-    state.SetItemsProcessed(state.iterations());
-}
-
+// The hit pair is clpool::benchmarks::register_hit, the run users register for their own pools.
 template <class P>
 void add_hit(const std::string& name) {
-    benchmark::RegisterBenchmark(("hit/" + name).c_str(), hit_pair<P>)->Apply(size_args)->Unit(benchmark::kNanosecond);
+    std::vector<std::size_t> bytes;
+    for (auto n : sizes()) bytes.push_back(static_cast<std::size_t>(n));
+    clpool::benchmarks::register_hit<P>(name, [] { return make_pool<P>(); }, bytes);
 }
 
 #ifdef CLPOOL_HAS_OPENCL

@@ -1,9 +1,11 @@
 // clpool-replay: replays an allocation trace through pool configurations and reports what each would do.
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <limits>
 #include <set>
 #include <sstream>
 #include <string>
@@ -16,6 +18,7 @@
 #include "common/progress.hpp"
 #include "common/units.hpp"
 #include "replay/replay.hpp"
+#include "replay/search.hpp"
 #include "replay/trace.hpp"
 
 namespace {
@@ -37,7 +40,24 @@ std::string read_all(const std::string& path) {
 
 std::string percent(double v) { return fixed(100.0 * v, 1) + "%"; }
 
-nlohmann::json to_json(const Result& r) {
+// The --warmup value: a count of allocations, or a percentage of them ("10%").
+std::size_t warmup_allocations(const std::string& text, std::size_t allocs) {
+    if (text.empty()) return 0;
+    std::uint64_t v = 0;
+    const bool percent = text.back() == '%';
+    const std::string digits = percent ? text.substr(0, text.size() - 1) : text;
+    if (!replay::detail::parse_dec(digits, v) || (percent && v > 100))
+        throw input_error("--warmup='" + text +
+                          "'; expected a count of allocations (e.g. 500) or a percentage (e.g. 10%)");
+    if (percent) return static_cast<std::size_t>((static_cast<double>(allocs) * static_cast<double>(v)) / 100.0);
+    return static_cast<std::size_t>(v);
+}
+
+std::string capacity_text(const replay::CapacityResult& c) {
+    return c.capacity ? format_bytes(static_cast<double>(*c.capacity)) : "none";
+}
+
+nlohmann::json to_json(const Result& r, std::size_t peak_live, const replay::CapacityResult* search) {
     nlohmann::json buckets = nlohmann::json::array();
     for (const auto& b : r.stats.buckets)
         buckets.push_back({{"bucket_size", b.bucket_size},
@@ -56,9 +76,17 @@ nlohmann::json to_json(const Result& r) {
             {"passthrough", r.passthrough},
             {"failed", r.failed},
             {"peak_bytes_held", r.peak_held},
+            {"peak_held_over_peak_live", r.held_over_live(peak_live)},
+            {"hit_rate_after_warmup", r.warm_hit_rate()},
+            {"min_capacity_bytes", search && search->capacity ? nlohmann::json(*search->capacity) : nlohmann::json()},
             {"bytes_held_at_end", r.held_at_end},
             {"peak_bytes_wasted_by_rounding", r.peak_waste},
             {"evictions", r.stats.evictions},
+            {"segments_at_end", r.stats.segments},
+            {"segment_bytes_at_end", r.stats.segment_bytes},
+            {"segment_allocations", r.stats.segment_allocations},
+            {"sub_buffer_fallbacks", r.stats.sub_buffer_fallbacks},
+            {"fragmentation_at_end", r.stats.fragmentation()},
             {"seconds", r.seconds},
             {"buckets", buckets}};
 }
@@ -90,22 +118,81 @@ void write_svg(const std::string& path, const replay::Trace& trace, const std::v
     out.close();
 }
 
+// --suggest: every candidate's capacity search, pruned by the best so far, and
+// the winner as code.
+void print_suggestion(std::ostream& os, const replay::Trace& trace, std::size_t peak_live, std::size_t resolution,
+                      const replay::Requirement& req) {
+    const auto candidates = replay::suggest_candidates(peak_live);
+    struct Found {
+        const replay::Config* config;
+        replay::CapacityResult search;
+    };
+    std::vector<Found> found;
+    std::size_t best = std::numeric_limits<std::size_t>::max();
+    unsigned replays = 0;
+    ProgressBar progress(candidates.size());
+    for (std::size_t i = 0; i < candidates.size(); ++i) {
+        progress.update(i, candidates[i].name);
+        // A later candidate must beat the best by more than the search's resolution: within
+        // it they tie, and the earlier (simpler) one stays.
+        const std::size_t below = best == std::numeric_limits<std::size_t>::max() ? best
+                                  : best > resolution                             ? best - resolution
+                                                                                  : 0;
+        auto s = replay::min_capacity(trace, candidates[i], req, peak_live, resolution, below);
+        replays += s.replays;
+        if (!s.capacity) continue;
+        best = std::min(best, *s.capacity);
+        found.push_back({&candidates[i], std::move(s)});
+    }
+    progress.finish();
+    os << "\nsuggest: " << candidates.size() << " configurations (" << replays
+       << " replays), each needing no failed allocation and " << percent(req.min_hit_rate)
+       << " of the allocations after the first " << req.warmup << " served with no driver call:\n";
+    if (found.empty()) {
+        os << "  none meets it; lower --min-hit-rate or raise --warmup.\n";
+        return;
+    }
+    // Ties on capacity go to the higher hit rate, then to the earlier (simpler) candidate.
+    std::stable_sort(found.begin(), found.end(), [](const Found& a, const Found& b) {
+        if (*a.search.capacity != *b.search.capacity) return *a.search.capacity < *b.search.capacity;
+        return a.search.at.warm_hit_rate() > b.search.at.warm_hit_rate();
+    });
+    Table t({"configuration", "min capacity", "capacity / live", "after warm-up", "hit rate"});
+    for (std::size_t i = 0; i < found.size() && i < 8; ++i) {
+        const auto& f = found[i];
+        t.add({f.config->spec, capacity_text(f.search),
+               fixed(static_cast<double>(*f.search.capacity) / static_cast<double>(std::max<std::size_t>(peak_live, 1)),
+                     2) +
+                   "x",
+               percent(f.search.at.warm_hit_rate()), percent(f.search.at.hit_rate())});
+    }
+    t.print(os);
+    os << "(the candidates above are those that beat every one tried before them; the search skips the rest)\n\n"
+       << "suggested: -c " << found.front().config->spec << "\n"
+       << replay::using_line(*found.front().config) << '\n';
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     CLI::App app{
         "Replays an allocation trace (docs/TRACE_FORMAT.md) through BufferPool, PinnedBufferPool,\n"
-        "PersistentBufferPool and custom configurations, and reports for each: hit rate, driver\n"
+        "PersistentBufferPool, ArenaPool and custom configurations, and reports for each: hit rate, driver\n"
         "allocations avoided, peak bytes held, rounding waste, evictions and a per-bucket table.\n"
         "Exit codes: 0 ok, 1 the replay failed (driver error), 2 bad arguments or a malformed trace.",
         "clpool-replay"};
     std::string trace_path, device = "host", json_path, svg_path, x_axis = "index";
     std::vector<std::string> config_specs;
-    bool no_aliases = false, no_buckets = false;
+    bool no_aliases = false, no_buckets = false, no_search = false, suggest = false;
+    std::string warmup_text, resolution_text;
+    double min_hit_percent = 99.0;
     app.add_option("trace", trace_path, "the trace file ('-' reads standard input)")->required();
     app.add_option("-c,--config", config_specs,
                    "a custom configuration, repeatable: comma-separated key=value from\n"
-                   "name=TEXT, buckets=pow2|fixed|quarter, cap=SIZE|none (idle bytes kept),\n"
+                   "name=TEXT, buckets=pow2|fixed|half|quarter|eighth|sixteenth (classes per doubling:\n"
+                   "1 for pow2, 2 .. 16 for the others) or arena (blocks carved from segments, with\n"
+                   "segment=SIZE, large-segment=SIZE, small=SIZE, granularity=SIZE, max-free=F),\n"
+                   "cap=SIZE|none (idle bytes kept),\n"
                    "per-bucket=N|none (idle buffers per bucket), kind=device|pinned|integrated;\n"
                    "e.g. 'name=small,buckets=pow2,cap=256MiB,per-bucket=8'")
         ->take_all();
@@ -123,6 +210,22 @@ int main(int argc, char** argv) {
         ->check(CLI::IsMember({"index", "time"}))
         ->capture_default_str();
     app.add_flag("--no-buckets", no_buckets, "leave out the per-bucket tables");
+    app.add_flag("--no-search", no_search,
+                 "skip the 'min capacity' column (a bisection over a simulated device size,\n"
+                 "about 10-20 replays per configuration)");
+    app.add_option("--resolution", resolution_text,
+                   "how close the capacity search gets (a byte size, e.g. 1MiB, or 1 for exact);\n"
+                   "default 0.1% of the live peak, 4 KiB at least");
+    app.add_option("--warmup", warmup_text,
+                   "leave the first N allocations (or N% of them) out of 'hit rate after warm-up',\n"
+                   "e.g. a training loop's first iteration");
+    app.add_flag("--suggest", suggest,
+                 "search bucket schemes and caps for the configuration that needs the least device\n"
+                 "capacity while serving --min-hit-rate of the allocations after --warmup with no\n"
+                 "driver call; print it as a 'using' line");
+    app.add_option("--min-hit-rate", min_hit_percent, "--suggest's requirement, in percent")
+        ->check(CLI::Range(0.0, 100.0))
+        ->capture_default_str();
 
     return run_tool(app, argc, argv, [&]() -> int {
         std::vector<replay::Config> configs;
@@ -174,11 +277,26 @@ int main(int argc, char** argv) {
                 keys.insert({e.ctx, e.flags});
             }
 
+        const std::size_t warmup = warmup_allocations(warmup_text, allocs);
         std::vector<Result> results{replay::run_unpooled(trace)};
+        const std::size_t peak_live = results[0].peak_held;
+        // Bisection stops within 0.1% of the live peak (4 KiB at least).
+        std::size_t resolution = std::max<std::size_t>(4096, peak_live / 1000);
+        if (!resolution_text.empty()) {
+            const auto r = parse_bytes(resolution_text);
+            if (!r || *r == 0 || *r > std::numeric_limits<std::size_t>::max())
+                throw input_error("--resolution='" + resolution_text +
+                                  "'; expected a byte size of at least 1 (e.g. 1, 64KiB, 1MiB)");
+            resolution = static_cast<std::size_t>(*r);
+        }
+        std::vector<replay::CapacityResult> searches(1);  // none for "no pool"
         ProgressBar progress(configs.size());
         for (std::size_t i = 0; i < configs.size(); ++i) {
             progress.update(i, configs[i].name);
-            results.push_back(replay::run(trace, configs[i], target));
+            results.push_back(replay::run(trace, configs[i], target, warmup));
+            if (!no_search)
+                searches.push_back(
+                    replay::min_capacity(trace, configs[i], replay::Requirement{0.0, warmup}, peak_live, resolution));
         }
         progress.finish();
 
@@ -189,14 +307,45 @@ int main(int argc, char** argv) {
            << trace.live_at_end << " buffers (" << format_bytes(static_cast<double>(trace.live_bytes_at_end))
            << ") never freed\n"
            << "backend: " << backend_text << "\n\n";
-        Table summary({"configuration", "hit rate", "driver allocs", "avoided", "peak held", "peak waste", "evictions",
-                       "failed", "replay ms"});
-        for (const auto& r : results)
-            summary.add({r.name, percent(r.hit_rate()), std::to_string(r.driver_allocations),
-                         std::to_string(r.avoided()), format_bytes(static_cast<double>(r.peak_held)),
-                         format_bytes(static_cast<double>(r.peak_waste)), std::to_string(r.stats.evictions),
-                         std::to_string(r.failed), fixed(r.seconds * 1e3, 2)});
+        std::vector<std::string> columns{"configuration", "hit rate"};
+        if (warmup) columns.emplace_back("after warm-up");
+        for (const char* c : {"driver allocs", "avoided", "peak held", "held / live"}) columns.emplace_back(c);
+        if (!no_search) columns.emplace_back("min capacity");
+        for (const char* c : {"peak waste", "evictions", "failed", "replay ms"}) columns.emplace_back(c);
+        Table summary(columns);
+        for (std::size_t i = 0; i < results.size(); ++i) {
+            const auto& r = results[i];
+            std::vector<std::string> row{r.name, percent(r.hit_rate())};
+            if (warmup) row.push_back(percent(r.warm_hit_rate()));
+            row.push_back(std::to_string(r.driver_allocations));
+            row.push_back(std::to_string(r.avoided()));
+            row.push_back(format_bytes(static_cast<double>(r.peak_held)));
+            row.push_back(fixed(r.held_over_live(peak_live), 2) + "x");
+            if (!no_search)
+                row.push_back(i == 0 ? format_bytes(static_cast<double>(peak_live)) : capacity_text(searches[i]));
+            row.push_back(format_bytes(static_cast<double>(r.peak_waste)));
+            row.push_back(std::to_string(r.stats.evictions));
+            row.push_back(std::to_string(r.failed));
+            row.push_back(fixed(r.seconds * 1e3, 2));
+            summary.add(row);
+        }
         summary.print(os, "");
+        os << "\nheld / live: peak bytes held from the driver over the peak of live bytes ("
+           << format_bytes(static_cast<double>(peak_live)) << ", the 'no pool' row).\n";
+        if (!no_search)
+            os << "min capacity: the smallest simulated device size with which the configuration replays the trace\n"
+                  "with no failed allocation (bisection to "
+               << (resolution == 1 ? std::string("the byte") : format_bytes(static_cast<double>(resolution)))
+               << "; pools trim and retry on out-of-memory).\n";
+        if (warmup) os << "after warm-up: allocations after the first " << warmup << " served with no driver call.\n";
+        for (const auto& r : results)
+            if (r.stats.segment_allocations)
+                os << r.name << ": " << r.stats.segment_allocations << " segments allocated, " << r.stats.segments
+                   << " (" << format_bytes(static_cast<double>(r.stats.segment_bytes))
+                   << ") at the end, largest free block "
+                   << format_bytes(static_cast<double>(r.stats.largest_free_block)) << ", fragmentation "
+                   << percent(r.stats.fragmentation()) << ", sub-buffer fallbacks " << r.stats.sub_buffer_fallbacks
+                   << ".\n";
         os << "\nconfigurations:\n";
         for (const auto& r : results) os << "  " << r.name << ": " << r.spec << '\n';
         if (!no_buckets) {
@@ -223,11 +372,17 @@ int main(int argc, char** argv) {
                           {"live_at_end", trace.live_at_end}};
             j["backend"] = backend_text;
             j["configurations"] = nlohmann::json::array();
-            for (const auto& r : results) j["configurations"].push_back(to_json(r));
+            j["peak_live_bytes"] = peak_live;
+            j["warmup_allocations"] = warmup;
+            for (std::size_t i = 0; i < results.size(); ++i)
+                j["configurations"].push_back(
+                    to_json(results[i], peak_live, i < searches.size() && i > 0 ? &searches[i] : nullptr));
             OutputFile out(json_path);
             out.stream() << j.dump(2) << '\n';
             out.close();
         }
+        if (suggest)
+            print_suggestion(os, trace, peak_live, resolution, replay::Requirement{min_hit_percent / 100.0, warmup});
         if (!svg_path.empty()) write_svg(svg_path, trace, results, x_axis == "time", "Bytes held over " + trace_path);
         const bool any_failed = std::any_of(results.begin(), results.end(), [](const Result& r) { return r.failed; });
         if (any_failed)

@@ -118,7 +118,8 @@ clpool_tool_test(replay.small COMMAND ${replay} ${CLPOOL_TRACES}/small.trace
   "\nno pool +0\\.0% +9 +0 "
   "\nBufferPool +33\\.3% +6 +3 "
   "\nPersistentBufferPool +44\\.4% +5 +4 "
-  "\ntight +22\\.2% +7 +2 +[0-9.]+ [KM]iB +[0-9.]+ [KM]?i?B +2 +0 "
+  "\ntight +22\\.2% +7 +2 +[0-9.]+ [KM]iB +[0-9.]+x +[0-9.]+ [KM]iB +[0-9.]+ [KM]?i?B +2 +0 "
+  "held / live +min capacity"
   "per bucket, tight:\n.*\n  1 MiB +0 +2 +0\\.0% +2 +0"
   FILES ${o}/replay.json "\"driver_allocations_avoided\": 3"
         ${o}/replay.svg "<svg.*no pool.*PersistentBufferPool.*tight.*</svg>")
@@ -133,7 +134,32 @@ if(CLPOOL_WITH_OPENCL)
     STDOUT "backend: OpenCL " "\nBufferPool +33\\.3% +6 +3 ")
 endif()
 clpool_tool_test(replay.bad_config RC 2 COMMAND ${replay} ${CLPOOL_TRACES}/small.trace --config buckets=zig
-  STDERR "buckets='zig'; expected pow2, fixed or quarter")
+  STDERR "buckets='zig'; expected pow2, fixed, half, quarter, eighth, sixteenth or arena")
+# small.trace's live peak is 1.07 MiB; BufferPool needs exactly 1118720 B (worked in tests/tools/test_replay.cpp).
+clpool_tool_test(replay.min_capacity COMMAND ${replay} ${CLPOOL_TRACES}/small.trace -d sim --no-buckets
+  --resolution 1 --json ${o}/replay-capacity.json
+  STDOUT "\nno pool +0\\.0% +9 +0 +1\\.07 MiB +1\\.00x +1\\.07 MiB "
+  FILES ${o}/replay-capacity.json "\"min_capacity_bytes\": 1118720,\n *\"misses\": 5,\n *\"name\": \"BufferPool\"")
+clpool_tool_test(replay.no_search COMMAND ${replay} ${CLPOOL_TRACES}/small.trace -d sim --no-buckets --no-search
+  STDOUT "held / live +peak waste")
+clpool_tool_test(replay.suggest COMMAND ${replay} ${CLPOOL_TRACES}/training_loop.trace -d sim --no-buckets
+  --suggest --warmup 10% --min-hit-rate 90
+  STDOUT "after warm-up" "suggest: 117 configurations" "suggested: -c buckets="
+  "\nusing TracedPool = clpool::Pool<clpool::[A-Za-z<>0-9]+, clpool::DeviceLocal, clpool::(Capped|Unlimited), clpool::SingleMutex, clpool::(OpenCLBackend|SubAllocated<clpool::OpenCLBackend>)>;\n// TracedPool pool\\(")
+# ArenaPool is an alias row now; the arena's keys are checked.
+clpool_tool_test(replay.arena COMMAND ${replay} ${CLPOOL_TRACES}/training_loop.trace -d sim --no-buckets
+  -c name=wide,buckets=arena,segment=8MiB,large-segment=64MiB,max-free=0.5
+  STDOUT "\nArenaPool +[0-9.]+% " "\nwide +[0-9.]+% " "ArenaPool: [0-9]+ segments allocated, [0-9]+ \\(")
+clpool_tool_test(replay.arena_key_without_arena RC 2 COMMAND ${replay} ${CLPOOL_TRACES}/small.trace -c segment=4MiB
+  STDERR "segment= applies to buckets=arena only")
+clpool_tool_test(replay.suggest_unmet COMMAND ${replay} ${CLPOOL_TRACES}/small.trace -d sim --no-buckets --suggest
+  STDOUT "none meets it; lower --min-hit-rate or raise --warmup")
+clpool_tool_test(replay.bad_resolution RC 2 COMMAND ${replay} ${CLPOOL_TRACES}/small.trace --resolution 0
+  STDERR "--resolution='0'; expected a byte size of at least 1")
+clpool_tool_test(replay.bad_warmup RC 2 COMMAND ${replay} ${CLPOOL_TRACES}/small.trace --warmup 120%
+  STDERR "--warmup='120%'; expected a count of allocations")
+clpool_tool_test(replay.bad_min_hit_rate RC 2 COMMAND ${replay} ${CLPOOL_TRACES}/small.trace --suggest --min-hit-rate 101
+  STDERR "--min-hit-rate")
 clpool_tool_test(replay.bad_cap RC 2 COMMAND ${replay} ${CLPOOL_TRACES}/small.trace --config cap=lots
   STDERR "cap='lots'")
 clpool_tool_test(replay.duplicate_names RC 2 COMMAND ${replay} ${CLPOOL_TRACES}/small.trace
@@ -165,4 +191,19 @@ foreach(trace IN LISTS CLPOOL_SHIPPED_TRACES)
   get_filename_component(stem ${trace} NAME_WE)
   clpool_tool_test(replay.shipped.${stem} COMMAND ${replay} ${trace} --device sim --no-buckets
     STDOUT "\nBufferPool +[0-9.]+%" "\nPersistentBufferPool +[0-9.]+%")
+endforeach()
+
+# The committed GPT-style traces are what benchmarks/traces/gpt_trace.py writes, and replay cleanly.
+find_package(Python3 COMPONENTS Interpreter REQUIRED)
+set(gpt ${PROJECT_SOURCE_DIR}/benchmarks/traces)
+foreach(kind training inference)
+  add_test(NAME tools.gpt_trace.${kind} COMMAND Python3::Interpreter ${gpt}/gpt_trace.py ${kind}
+           --check ${gpt}/gpt_${kind}.trace.gz)
+  add_test(NAME tools.gpt_trace.${kind}.write COMMAND Python3::Interpreter ${gpt}/gpt_trace.py ${kind}
+           -o ${o}/gpt_${kind}.trace)
+  set_tests_properties(tools.gpt_trace.${kind} tools.gpt_trace.${kind}.write PROPERTIES LABELS tools)
+  set_tests_properties(tools.gpt_trace.${kind}.write PROPERTIES FIXTURES_SETUP gpt_${kind})
+  clpool_tool_test(replay.gpt_${kind} COMMAND ${replay} ${o}/gpt_${kind}.trace -d sim --no-buckets --no-search
+    STDOUT "\nBufferPool +[0-9.]+% " "held / live")
+  set_tests_properties(tools.replay.gpt_${kind} PROPERTIES FIXTURES_REQUIRED gpt_${kind})
 endforeach()

@@ -77,6 +77,52 @@ TEST_CASE("release_after(handle, queue): the buffer is not reused until the held
     CHECK(back == src);
 }
 
+using StripedBufferPool = Pool<PowerOfTwoBuckets, DeviceLocal, Unlimited, Striped<4>, OpenCLBackend>;
+using CachedBufferPool = Pool<PowerOfTwoBuckets, DeviceLocal, Unlimited, ThreadCached<>, OpenCLBackend>;
+
+// Issue 17: after queue.finish() a pool still showed the released bytes as pending
+// until the next allocation of their size. stats() and trim() collect them.
+TEST_CASE_TEMPLATE("stats() and trim() collect pending buffers whose events completed", P, BufferPool,
+                   StripedBufferPool, CachedBufferPool) {
+    auto& env = OpenCLEnv::get();
+    P pool(OpenCLBackend(env.context));
+    const std::size_t n = 3000;  // the 4 KiB bucket
+    const std::size_t bucket = pool.bucket_size_for(n);
+    std::vector<unsigned char> src(n, 0x3C);
+    Gate gate;
+
+    auto h = pool.allocate(n);
+    const cl::Event write = held_write(env.queue, h.buffer(), src, gate);
+    release_after(h, env.queue);
+    CHECK(pool.stats().bytes_pending == bucket);  // still running: pending it stays
+    CHECK(pool.stats().bytes_cached == 0);
+
+    gate.open();
+    env.queue.finish();
+    const PoolStats s = pool.stats();
+    CHECK(s.bytes_pending == 0);
+    CHECK(s.bytes_cached == bucket);
+    CHECK(s.bytes_allocated == s.bytes_in_use + s.bytes_cached + s.bytes_pending);
+    REQUIRE(s.buckets.size() == 1);
+    CHECK(s.buckets[0].pending_buffers == 0);
+    CHECK(s.buckets[0].cached_buffers == 1);
+
+    // trim(): a second buffer pending then completed is given back with the cached one.
+    auto h2 = pool.allocate(n);
+    auto h3 = pool.allocate(n);
+    Gate gate2;
+    const cl::Event write2 = held_write(env.queue, h3.buffer(), src, gate2);
+    release_after(h3, env.queue);
+    h2 = {};
+    gate2.open();
+    env.queue.finish();
+    CHECK(pool.trim() == 2 * bucket);
+    const PoolStats t = pool.stats();
+    CHECK(t.bytes_pending == 0);
+    CHECK(t.bytes_cached == 0);
+    CHECK(t.bytes_allocated == 0);
+}
+
 TEST_CASE("Handle::release_after(events): reuse waits for exactly those events, across queues too") {
     auto& env = OpenCLEnv::get();
     BufferPool pool(env.context);

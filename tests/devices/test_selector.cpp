@@ -68,14 +68,70 @@ TEST_CASE("match_device: types, indices, platform:device pairs and names") {
     CHECK(match_device("platform:Portable", devs) == ocl(0));
     CHECK(match_device("device:4090", devs) == ocl(2));
     CHECK(match_device("pocl", devs) == ocl(0));
-    CHECK(match_device("rtx", devs) == ocl(2));
     CHECK(match_device("nvidia", devs) == ocl(1));
+    CHECK(match_device("NVIDIA", devs) == ocl(1));
+    CHECK(match_device("device:rtx", devs) == ocl(2));
+    CHECK(match_device("device:GeForce RTX", devs) == ocl(2));  // several words, in a row
+    CHECK(match_device("device:h100", devs) == ocl(1));
+    CHECK(match_device("platform:portable computing", devs) == ocl(0));
+}
+
+namespace {
+// The issue-17 machine: PoCL on an AMD EPYC host, no AMD platform.
+std::vector<DeviceDescription> pocl_on_epyc() {
+    return {fake(0, 0, 0, "Portable Computing Language", "The pocl project", "pthread-skylake-avx512-AMD EPYC 7B13",
+                 DeviceType::cpu)};
+}
+}  // namespace
+
+TEST_CASE("match_device: TEXT matches whole words, and a bare TEXT names a platform, not a device name") {
+    const auto devs = pocl_on_epyc();
+    // `amd` is a vendor: the docs' example of a selector that matches nothing here.
+    CHECK(error_of("amd", devs).find("CLPOOL_DEVICE='amd' matches no device: no platform") != std::string::npos);
+    CHECK(error_of("platform:amd", devs).find("no platform name or vendor has the whole words 'amd'") !=
+          std::string::npos);
+    // The error points at the selector that would have matched the device name: docs/DEVICES.md's example.
+    CHECK(error_of("amd", devs)
+              .rfind(
+                  "clpool: CLPOOL_DEVICE='amd' matches no device: no platform name or vendor has the whole words 'amd' "
+                  "(a plain TEXT names a platform); device:amd selects device 0 by its name. Devices:\n"
+                  "  0 (0:0) cpu 'pthread-skylake-avx512-AMD EPYC 7B13' on platform 'Portable Computing Language' (The "
+                  "pocl project)\n  host (the host backend: aligned host memory)\n",
+                  0) == 0);
+    // Letters inside a word do not match: "x" is not a word of "avx512", nor "avx" nor "sky".
+    for (const char* part : {"x", "device:x", "avx", "device:avx", "device:sky", "device:7b", "platform:port",
+                             "platform:poc", "device:epyc7b13"}) {
+        CAPTURE(part);
+        CHECK(error_of(part, devs).find("matches no") != std::string::npos);
+    }
+    // Whole words match, whatever their case and whatever separates them.
+    CHECK(match_device("device:amd", devs) == ocl(0));
+    CHECK(match_device("device:AVX512", devs) == ocl(0));
+    CHECK(match_device("device:epyc-7b13", devs) == ocl(0));
+    CHECK(match_device("device:Skylake AVX512", devs) == ocl(0));
+    CHECK(match_device("POCL", devs) == ocl(0));
+    CHECK(match_device("platform:The pocl project", devs) == ocl(0));
+    // Words must be in a row: "skylake amd" skips avx512.
+    CHECK(error_of("device:skylake amd", devs).find("no device name has the whole words 'skylake amd'") !=
+          std::string::npos);
+    // Nothing to match: no letter or digit.
+    CHECK(error_of("device:--", devs).find("no letter or digit") != std::string::npos);
+    CHECK(error_of("-", devs).find("no letter or digit") != std::string::npos);
+}
+
+TEST_CASE("match_device: an empty selector is an error, as an empty CLPOOL_DEVICE is") {
+    const auto devs = two_platforms();
+    for (const char* empty : {"", " ", "\t "}) {
+        CAPTURE(empty);
+        CHECK(error_of(empty, devs).find("is empty") != std::string::npos);
+        CHECK(error_of(empty, {}).find("is empty") != std::string::npos);
+    }
 }
 
 TEST_CASE("match_device: a selector that matches nothing names itself and lists every device") {
     const auto devs = two_platforms();
-    for (const char* bad : {"accelerator", "3", "0:1", "2:0", "platform:amd", "device:mi300", "amd",
-                            "platform:", "gpu:0", "-1", "99999999999"}) {
+    for (const char* bad : {"accelerator", "3", "0:1", "2:0", "platform:amd", "device:mi300", "amd", "rtx",
+                            "platform:", "gpu:0", "-1", "99999999999", "", "x", "device:nvidia h100 80"}) {
         CAPTURE(bad);
         const auto msg = error_of(bad, devs);
         CHECK(msg.find("CLPOOL_DEVICE='" + std::string(bad) + "'") != std::string::npos);

@@ -273,6 +273,10 @@ TEST_CASE("bad transfers are refused with the numbers, and nothing is written") 
         CHECK(std::string(e.what()).find("991") != std::string::npos);
         CHECK(std::string(e.what()).find("offset 10") != std::string::npos);
         CHECK(e.limit() == 1000);
+        // Nothing was being allocated: the message is about the transfer (issue 17).
+        CHECK(std::string(e.what()).find("allocate") == std::string::npos);
+        CHECK(std::string(e.what()).find("transfer of 991 bytes at offset 10") != std::string::npos);
+        CHECK(std::string(e.what()).find("1000-byte") != std::string::npos);
     }
     // The handle's nbytes is the limit, not the bucket (1024) behind it.
     CHECK_THROWS_AS(download(env.queue, src.data(), dev, 0, 1001, o), size_error);

@@ -204,6 +204,12 @@ TEST_CASE("bad shapes get a clear, typed error and change nothing") {
     // The count fits but its bytes do not.
     const auto bytes_msg = what_of([&] { (void)trie.intern({i64{1} << 61}, ElementType::f64); });
     CHECK(bytes_msg.find("overflows") != std::string::npos);
+    // Reported as what overflowed, the byte size, naming the count, the element size and the limit (issue 17).
+    CHECK(bytes_msg.find("byte size") != std::string::npos);
+    CHECK(bytes_msg.find("element count") == std::string::npos);
+    CHECK(bytes_msg.find("2305843009213693952 elements of 8 bytes") != std::string::npos);
+    CHECK(bytes_msg.find("9223372036854775807") != std::string::npos);
+    CHECK(count_msg.find("element count") != std::string::npos);
     CHECK_NOTHROW((void)trie.intern({i64{1} << 61}, ElementType::u8));
 
     CHECK(what_of([&] { (void)trie.intern({2, -1}, ElementType::f32); }).find("-1") != std::string::npos);

@@ -2,11 +2,14 @@
 // engine's counts match a trace worked by hand; runtime configurations pick the right policies.
 #include "tools/common/trace_format.hpp"
 #include "tools/replay/replay.hpp"
+#include "tools/replay/search.hpp"
 #include "tools/replay/trace.hpp"
 
 #include <doctest/doctest.h>
 
 #include <cstdint>
+#include <iterator>
+#include <set>
 #include <string>
 #include <string_view>
 
@@ -171,7 +174,7 @@ TEST_CASE("--config text becomes a configuration; bad keys and values are named"
 }
 
 TEST_CASE("quarter buckets round up by at most a quarter") {
-    using Q = QuarterPow2Buckets;
+    using Q = QuarterPowerOfTwoBuckets;
     for (std::size_t n : {1u, 256u, 257u, 320u, 321u, 1000u, 4096u, 4097u, 1000000u, 3u << 20}) {
         CAPTURE(n);
         const std::size_t b = Q::size_from_index(Q::index_from_size(n));
@@ -184,7 +187,8 @@ TEST_CASE("quarter buckets round up by at most a quarter") {
 TEST_CASE("replaying the worked trace gives the counts worked out by hand") {
     const Trace t = parse_trace(worked);
     const auto configs = alias_configs();
-    REQUIRE(configs.size() == 3);
+    REQUIRE(configs.size() == 4);
+    CHECK(configs[3].name == "ArenaPool");
     for (auto what : {Target::type::host, Target::type::sim}) {
         Target target;
         target.what = what;
@@ -226,6 +230,155 @@ TEST_CASE("with no pool every alloc goes to the driver and only live bytes are h
     CHECK(none.avoided() == 0);
     CHECK(none.held_at_end == t.live_bytes_at_end);
     CHECK(none.peak_held == 4096 + 1048576 + 65536);
+}
+
+TEST_CASE("finer bucket schemes are named in --config and pick the library's policies") {
+    CHECK(parse_config("buckets=eighth", 1).buckets == bucket_scheme::eighth);
+    CHECK(parse_config("buckets=half", 1).buckets == bucket_scheme::half);
+    CHECK(parse_config("buckets=sixteenth", 1).buckets == bucket_scheme::sixteenth);
+    CHECK_THROWS_WITH_AS(parse_config("buckets=tenth", 1),
+                         doctest::Contains("expected pow2, fixed, half, quarter, eighth, sixteenth or arena"),
+                         config_spec_error);
+    // 300 B and 4000 B in eighths: 320 B and 4096 B buckets, so the waste is 20 + 96 (+ the others).
+    Target sim;
+    sim.what = Target::type::sim;
+    const Result r = run(parse_trace(worked), parse_config("buckets=eighth", 1), sim);
+    CHECK(r.peak_waste == (4096 - 4000) + (1048576 - 1000000) + (320 - 300));
+}
+
+TEST_CASE("a simulated capacity fails what does not fit, after the pool trims and retries") {
+    const Trace t = parse_trace(worked);
+    Target sim;
+    sim.what = Target::type::sim;
+    // The 300 B alloc (512 B bucket) comes when 1118208 bytes are held; the 8 KiB USE_HOST_PTR
+    // buffer is the application's memory and ignores the capacity.
+    sim.capacity = 1118720 - 1;
+    const Result tight = run(t, alias_configs()[0], sim);
+    CHECK(tight.failed == 1);
+    sim.capacity = 1118720;
+    const Result fits = run(t, alias_configs()[0], sim);
+    CHECK(fits.failed == 0);
+    // The last 256 B alloc does not fit beside the cached 512 B buffer: its pool gives that back, retries.
+    CHECK(fits.stats.oom_retries == 1);
+    CHECK(fits.peak_held == 1118720 + 8192);
+}
+
+TEST_CASE("the capacity search finds the smallest capacity worked out by hand") {
+    const Trace t = parse_trace(worked);
+    const std::size_t live = run_unpooled(t).peak_held;
+    REQUIRE(live == 1118208);
+    const CapacityResult c = min_capacity(t, alias_configs()[0], Requirement{}, live, 1);
+    REQUIRE(c.capacity.has_value());
+    CHECK(*c.capacity == 1118720);
+    CHECK(c.at.failed == 0);
+    CHECK(c.replays >= 2);
+    CHECK(c.replays <= 2 + 14);  // bisection over (live - 1, 1126912]: 8705 bytes
+    // Coarser resolution: within it, never below the exact answer.
+    const CapacityResult coarse = min_capacity(t, alias_configs()[0], Requirement{}, live, 4096);
+    REQUIRE(coarse.capacity.has_value());
+    CHECK(*coarse.capacity >= 1118720);
+    CHECK(*coarse.capacity < 1118720 + 4096);
+    // A bound it cannot beat: no answer, and no bisection.
+    CHECK_FALSE(min_capacity(t, alias_configs()[0], Requirement{}, live, 1, 1118720).capacity.has_value());
+    CHECK(min_capacity(t, alias_configs()[0], Requirement{}, live, 1, 1118721).capacity == 1118720);
+    // 3 hits in 9 allocations: a 50% requirement is met at no capacity.
+    CHECK_FALSE(min_capacity(t, alias_configs()[0], Requirement{0.5, 0}, live, 1).capacity.has_value());
+}
+
+TEST_CASE("the warm-up leaves the first allocations out of the warm hit rate") {
+    const Trace t = parse_trace(worked);
+    Target sim;
+    sim.what = Target::type::sim;
+    // After the first 3 allocations: 4000 B hit, 1000000 B hit, 300 B miss, USE_HOST_PTR (a driver
+    // allocation), 4096 B hit, 256 B miss.
+    const Result r = run(t, alias_configs()[0], sim, 3);
+    CHECK(r.warm_allocations == 6);
+    CHECK(r.warm_driver_allocations == 3);
+    CHECK(r.warm_hit_rate() == doctest::Approx(0.5));
+    CHECK(run(t, alias_configs()[0], sim).warm_allocations == 9);
+    CHECK(r.held_over_live(1118208) == doctest::Approx(1126912.0 / 1118208.0));
+}
+
+TEST_CASE("--suggest's candidates parse back to themselves, and the winner prints as a using line") {
+    const auto candidates = suggest_candidates(std::size_t{1} << 30);
+    CHECK(candidates.size() == (std::size(bucket_schemes) - 1) * 5 * 3 + 27);
+    std::set<std::string> specs;
+    for (const auto& c : candidates) {
+        CAPTURE(c.spec);
+        CHECK(specs.insert(c.spec).second);
+        const Config back = parse_config(c.spec, 1);
+        CHECK(back.buckets == c.buckets);
+        CHECK(back.capped == c.capped);
+        CHECK(back.cap == c.cap);
+        CHECK(back.per_bucket == c.per_bucket);
+        CHECK(back.arena.small_segment == c.arena.small_segment);
+        CHECK(back.arena.large_segment == c.arena.large_segment);
+        CHECK(back.arena.max_free_fraction == c.arena.max_free_fraction);
+    }
+    const std::string line = using_line(parse_config("buckets=eighth,cap=1GiB,per-bucket=8", 1));
+    CHECK(line.find("using TracedPool = clpool::Pool<clpool::EighthPowerOfTwoBuckets, clpool::DeviceLocal, "
+                    "clpool::Capped, clpool::SingleMutex, clpool::OpenCLBackend>;") == 0);
+    CHECK(line.find("clpool::Capped(1073741824, 8)") != std::string::npos);
+    CHECK(using_line(parse_config("buckets=fixed,kind=pinned", 1))
+              .find("FixedSetBuckets, clpool::HostPinned, "
+                    "clpool::Unlimited") != std::string::npos);
+}
+
+TEST_CASE("buckets=arena takes the arena's options; they apply to it only and are checked") {
+    const Config a = parse_config("buckets=arena,segment=4MiB,large-segment=32MiB,small=512KiB,max-free=0.5", 1);
+    CHECK(a.buckets == bucket_scheme::arena);
+    CHECK(a.arena.small_segment == 4u << 20);
+    CHECK(a.arena.large_segment == 32u << 20);
+    CHECK(a.arena.small_limit == 512u << 10);
+    CHECK(a.arena.max_free_fraction == 0.5);
+    CHECK(a.arena.granularity == ArenaOptions{}.granularity);
+    CHECK_THROWS_WITH_AS(parse_config("buckets=pow2,segment=4MiB", 1),
+                         doctest::Contains("segment= applies to buckets=arena only"), config_spec_error);
+    CHECK_THROWS_WITH_AS(parse_config("buckets=arena,segment=512KiB", 1),
+                         doctest::Contains("small <= segment <= large-segment"), config_spec_error);
+    CHECK_THROWS_WITH_AS(parse_config("buckets=arena,granularity=768", 1),
+                         doctest::Contains("granularity=768 is not a power of two"), config_spec_error);
+    CHECK_THROWS_WITH_AS(parse_config("buckets=arena,max-free=2", 1), doctest::Contains("max-free='2'"),
+                         config_spec_error);
+    CHECK_THROWS_WITH_AS(parse_config("buckets=arena,segment=big", 1), doctest::Contains("segment='big'"),
+                         config_spec_error);
+}
+
+TEST_CASE("the arena replays the worked trace from one small segment per pool") {
+    const Trace t = parse_trace(worked);
+    for (auto what : {Target::type::host, Target::type::sim}) {
+        Target target;
+        target.what = what;
+        CAPTURE(target.description());
+        const Result r = run(t, alias_configs()[3], target);
+        // Three (context, flags) pools each take a 2 MiB segment; everything else of theirs is
+        // carved from it (4 KiB and 1 MiB share the first); the USE_HOST_PTR buffer passes through.
+        CHECK(r.failed == 0);
+        CHECK(r.driver_allocations == 3 + 1);
+        CHECK(r.avoided() == 9 - 4);
+        CHECK(r.peak_held == 3 * (std::size_t{2} << 20) + 8192);
+        CHECK(r.stats.segment_allocations == 3);
+        CHECK(r.stats.sub_buffer_fallbacks == 0);
+    }
+    // In 6 MiB + 8 KiB it fits; a byte less and a segment is refused (the request alone, 300 B
+    // rounded to 512, then fits: SubAllocated falls back to a segment of exactly the request).
+    Target sim;
+    sim.what = Target::type::sim;
+    sim.capacity = 3 * (std::size_t{2} << 20) - 1;
+    const Result tight = run(t, alias_configs()[3], sim);
+    CHECK(tight.failed == 0);
+    CHECK(tight.peak_held < 3 * (std::size_t{2} << 20) + 8192);
+    const auto c = min_capacity(t, alias_configs()[3], Requirement{}, run_unpooled(t).peak_held, 1);
+    REQUIRE(c.capacity.has_value());
+    CHECK(*c.capacity < 3 * (std::size_t{2} << 20));
+}
+
+TEST_CASE("--suggest's arena candidates print as SubAllocated pools with their options") {
+    const std::string line = using_line(parse_config("buckets=arena,segment=8MiB,large-segment=64MiB,max-free=0", 1));
+    CHECK(line.find("clpool::Pool<clpool::ArenaBuckets, clpool::DeviceLocal, clpool::Unlimited, clpool::SingleMutex, "
+                    "clpool::SubAllocated<clpool::OpenCLBackend>>;") != std::string::npos);
+    CHECK(line.find("clpool::ArenaOptions{512, 1048576, 8388608, 67108864, 0}") != std::string::npos);
+    CHECK(using_line(alias_configs()[3]).find("that is clpool::ArenaPool") != std::string::npos);
 }
 
 #ifdef CLPOOL_HAS_OPENCL

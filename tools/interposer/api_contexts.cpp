@@ -4,28 +4,37 @@
 
 namespace clpool::interpose::core {
 
-static cl_context track_context(cl_context c) {
+// A context the core cannot track goes back to the driver: CL_OUT_OF_HOST_MEMORY,
+// never an exception through the C API.
+static cl_context track_context(cl_context c, cl_int* err) {
     if (!c) return c;
     State& st = state();
     st.saw_context = true;
-    std::lock_guard lock(st.mu);
-    auto cs = std::make_shared<ContextState>();
-    cs->ctx = c;
-    cs->token = ++st.next_token;
-    st.contexts[c] = std::move(cs);
-    return c;
+    try {
+        std::lock_guard lock(st.mu);
+        auto cs = std::make_shared<ContextState>();
+        cs->ctx = c;
+        cs->token = st.next_token + 1;
+        st.contexts[c] = std::move(cs);
+        ++st.next_token;
+        return c;
+    } catch (...) {
+        next().clReleaseContext(c);
+        if (err) *err = CL_OUT_OF_HOST_MEMORY;
+        return nullptr;
+    }
 }
 
 cl_context create_context(const cl_context_properties* props, cl_uint ndev, const cl_device_id* devices,
                           context_notify notify, void* user_data, cl_int* err) {
     core_scope guard;
-    return track_context(next().clCreateContext(props, ndev, devices, notify, user_data, err));
+    return track_context(next().clCreateContext(props, ndev, devices, notify, user_data, err), err);
 }
 
 cl_context create_context_from_type(const cl_context_properties* props, cl_device_type type, context_notify notify,
                                     void* user_data, cl_int* err) {
     core_scope guard;
-    return track_context(next().clCreateContextFromType(props, type, notify, user_data, err));
+    return track_context(next().clCreateContextFromType(props, type, notify, user_data, err), err);
 }
 
 cl_int retain_context(cl_context c) {
@@ -42,19 +51,19 @@ cl_int retain_context(cl_context c) {
 cl_int release_context(cl_context c) {
     core_scope guard;
     State& st = state();
-    std::unique_lock lock(st.mu);
-    auto cs = open_context(st, c);
-    if (!cs) {
-        lock.unlock();
-        return next().clReleaseContext(c);
+    std::vector<DueCallbacks> due;
+    {
+        std::lock_guard lock(st.mu);
+        // The count first: the application's own reference, released below,
+        // keeps the context valid while its pools close.
+        if (auto cs = open_context(st, c); cs && --cs->refs == 0) {
+            st.contexts.erase(c);
+            close_context(st, cs, due);
+        }
     }
-    const cl_int rc = next().clReleaseContext(c);  // the pools' own references keep it valid meanwhile
-    if (rc != CL_SUCCESS) return rc;
-    if (--cs->refs == 0) {
-        st.contexts.erase(c);
-        close_context(st, cs);
-    }
-    return rc;
+    run_due(due);
+    app_scope as_app;  // the driver may delete it now and run the application's callbacks inside
+    return next().clReleaseContext(c);
 }
 
 cl_int get_context_info(cl_context c, cl_context_info param, size_t size, void* value, size_t* size_ret) {

@@ -35,6 +35,13 @@ cl_mem create_buffer(cl_context c, cl_mem_flags flags, size_t size, void* host_p
 cl_mem create_buffer_with_properties(cl_context c, const cl_mem_properties* props, cl_mem_flags flags, size_t size,
                                      void* host_ptr, cl_int* err);
 cl_mem create_sub_buffer(cl_mem parent, cl_mem_flags flags, cl_buffer_create_type type, const void* info, cl_int* err);
+// Images: one made from a pooled buffer (CL_MEM_OBJECT_IMAGE1D_BUFFER, a 2D
+// image from a buffer) holds that buffer's bucket until the driver deletes it.
+cl_mem create_image(cl_context c, cl_mem_flags flags, const cl_image_format* format, const cl_image_desc* desc,
+                    void* host_ptr, cl_int* err);
+cl_mem create_image_with_properties(cl_context c, const cl_mem_properties* props, cl_mem_flags flags,
+                                    const cl_image_format* format, const cl_image_desc* desc, void* host_ptr,
+                                    cl_int* err);
 cl_int retain_mem(cl_mem m);
 cl_int release_mem(cl_mem m);
 cl_int get_mem_info(cl_mem m, cl_mem_info param, size_t size, void* value, size_t* size_ret);
@@ -64,6 +71,11 @@ cl_int enqueue_copy_buffer_rect(cl_command_queue q, cl_mem src, cl_mem dst, cons
                                 const size_t* dst_origin, const size_t* region, size_t src_row_pitch,
                                 size_t src_slice_pitch, size_t dst_row_pitch, size_t dst_slice_pitch, cl_uint nwait,
                                 const cl_event* wait, cl_event* event);
+
+// Extension lookups, passed on; asking for cl_khr_command_buffer makes the
+// core watch the driver's count of released buffers (a recording holds them).
+void* get_extension_function_address_for_platform(cl_platform_id p, const char* name);
+void* get_extension_function_address(const char* name);
 
 // Which front loaded the core ("preload", "layer"), for the report.
 void set_mode(const char* mode) noexcept;

@@ -67,6 +67,23 @@ cl_mem CL_API_CALL l_create_buffer_with_properties(cl_context c, const cl_mem_pr
 cl_mem CL_API_CALL l_create_sub_buffer(cl_mem m, cl_mem_flags f, cl_buffer_create_type t, const void* i, cl_int* e) {
     return in_core() ? below().clCreateSubBuffer(m, f, t, i, e) : core::create_sub_buffer(m, f, t, i, e);
 }
+void* CL_API_CALL l_extension_for_platform(cl_platform_id p, const char* name) {
+    return in_core() ? below().clGetExtensionFunctionAddressForPlatform(p, name)
+                     : core::get_extension_function_address_for_platform(p, name);
+}
+void* CL_API_CALL l_extension(const char* name) {
+    return in_core() ? below().clGetExtensionFunctionAddress(name) : core::get_extension_function_address(name);
+}
+cl_mem CL_API_CALL l_create_image(cl_context c, cl_mem_flags f, const cl_image_format* fmt, const cl_image_desc* d,
+                                  void* h, cl_int* e) {
+    return in_core() ? below().clCreateImage(c, f, fmt, d, h, e) : core::create_image(c, f, fmt, d, h, e);
+}
+cl_mem CL_API_CALL l_create_image_with_properties(cl_context c, const cl_mem_properties* p, cl_mem_flags f,
+                                                  const cl_image_format* fmt, const cl_image_desc* d, void* h,
+                                                  cl_int* e) {
+    return in_core() ? below().clCreateImageWithProperties(c, p, f, fmt, d, h, e)
+                     : core::create_image_with_properties(c, p, f, fmt, d, h, e);
+}
 cl_int CL_API_CALL l_retain_mem(cl_mem m) { return in_core() ? below().clRetainMemObject(m) : core::retain_mem(m); }
 cl_int CL_API_CALL l_release_mem(cl_mem m) { return in_core() ? below().clReleaseMemObject(m) : core::release_mem(m); }
 cl_int CL_API_CALL l_get_mem_info(cl_mem m, cl_mem_info i, size_t n, void* v, size_t* r) {
@@ -178,6 +195,10 @@ CLPOOL_EXPORT cl_int CL_API_CALL clInitLayer(cl_uint num_entries, const cl_icd_d
     layer_table.clFinish = l_finish;
     layer_table.clCreateBuffer = l_create_buffer;
     layer_table.clCreateSubBuffer = l_create_sub_buffer;
+    if (n * sizeof(void*) > offsetof(cl_icd_dispatch, clCreateImage)) layer_table.clCreateImage = l_create_image;
+    layer_table.clGetExtensionFunctionAddress = l_extension;
+    if (n * sizeof(void*) > offsetof(cl_icd_dispatch, clGetExtensionFunctionAddressForPlatform))
+        layer_table.clGetExtensionFunctionAddressForPlatform = l_extension_for_platform;
     layer_table.clRetainMemObject = l_retain_mem;
     layer_table.clReleaseMemObject = l_release_mem;
     layer_table.clGetMemObjectInfo = l_get_mem_info;
@@ -195,6 +216,8 @@ CLPOOL_EXPORT cl_int CL_API_CALL clInitLayer(cl_uint num_entries, const cl_icd_d
         layer_table.clCreateCommandQueueWithProperties = l_create_queue_with_properties;
     if (n * sizeof(void*) > offsetof(cl_icd_dispatch, clCreateBufferWithProperties))
         layer_table.clCreateBufferWithProperties = l_create_buffer_with_properties;
+    if (n * sizeof(void*) > offsetof(cl_icd_dispatch, clCreateImageWithProperties))
+        layer_table.clCreateImageWithProperties = l_create_image_with_properties;
     *layer_dispatch_ret = &layer_table;
     *num_entries_ret = static_cast<cl_uint>(n);
     return CL_SUCCESS;

@@ -19,15 +19,26 @@ struct RecordingCapped : EnvironmentCapped {
 };
 static_assert(LimitPolicy<RecordingCapped>);
 
-// OpenCLBackend, telling the core when the driver ran out of memory: the pool
-// then trims itself before retrying, and the tombstones of the buckets it
-// gave back must go.
-inline thread_local bool tl_driver_oom = false;
+// The pool's own answer to the driver's out-of-memory (Pool::create: trim,
+// then allocate once more) runs under the core's lock, from the failure to
+// the retry: the tombstones of the buckets the trim frees go with them, before
+// another thread can put a new tombstone in that pool (which must stay: it
+// carries its buffer's reuse fence) or get a new object at a freed address.
+// Defined in state.cpp.
+void oom_trim_begins() noexcept;         // takes State::mu for this thread
+bool oom_trim_pending() noexcept;        // this thread holds it from oom_trim_begins
+void oom_trim_ends(const void* pool) noexcept;  // drops the pool's tombstones, releases State::mu
+
+// OpenCLBackend, bracketing the pool's trim-and-retry as above.
 struct WatchedBackend : OpenCLBackend {
     using OpenCLBackend::OpenCLBackend;
+    const void* pool = nullptr;  // the pool it serves (set once the pool exists)
     Allocation<cl::Buffer> allocate(std::size_t n, MemoryKind kind) noexcept {
+        const bool retry = oom_trim_pending();
+        if (retry) oom_trim_ends(pool);  // the trim is done; the retry itself runs unlocked
         auto a = OpenCLBackend::allocate(n, kind);
-        if (a.status == AllocStatus::out_of_memory) tl_driver_oom = true;
+        // A first failure is always followed by trim() and one more allocate (pool.hpp).
+        if (a.status == AllocStatus::out_of_memory && !retry) oom_trim_begins();
         return a;
     }
 };

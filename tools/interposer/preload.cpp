@@ -38,6 +38,10 @@ const cl_icd_dispatch& down() noexcept {
         find(preload_next.clCreateBuffer, "clCreateBuffer");
         find(preload_next.clCreateBufferWithProperties, "clCreateBufferWithProperties");
         find(preload_next.clCreateSubBuffer, "clCreateSubBuffer");
+        find(preload_next.clGetExtensionFunctionAddress, "clGetExtensionFunctionAddress");
+        find(preload_next.clGetExtensionFunctionAddressForPlatform, "clGetExtensionFunctionAddressForPlatform");
+        find(preload_next.clCreateImage, "clCreateImage");
+        find(preload_next.clCreateImageWithProperties, "clCreateImageWithProperties");
         find(preload_next.clRetainMemObject, "clRetainMemObject");
         find(preload_next.clReleaseMemObject, "clReleaseMemObject");
         find(preload_next.clGetMemObjectInfo, "clGetMemObjectInfo");
@@ -151,6 +155,37 @@ CLPOOL_EXPORT cl_mem CL_API_CALL clCreateSubBuffer(cl_mem m, cl_mem_flags f, cl_
                                                    cl_int* e) {
     if (forward()) return down().clCreateSubBuffer(m, f, t, i, e);
     return core::create_sub_buffer(m, f, t, i, e);
+}
+CLPOOL_EXPORT void* CL_API_CALL clGetExtensionFunctionAddressForPlatform(cl_platform_id p, const char* name) {
+    if (forward() || !down().clGetExtensionFunctionAddressForPlatform)
+        return down().clGetExtensionFunctionAddressForPlatform
+                   ? down().clGetExtensionFunctionAddressForPlatform(p, name)
+                   : nullptr;
+    return core::get_extension_function_address_for_platform(p, name);
+}
+CLPOOL_EXPORT void* CL_API_CALL clGetExtensionFunctionAddress(const char* name) {
+    if (forward() || !down().clGetExtensionFunctionAddress)
+        return down().clGetExtensionFunctionAddress ? down().clGetExtensionFunctionAddress(name) : nullptr;
+    return core::get_extension_function_address(name);
+}
+CLPOOL_EXPORT cl_mem CL_API_CALL clCreateImage(cl_context c, cl_mem_flags f, const cl_image_format* fmt,
+                                               const cl_image_desc* d, void* h, cl_int* e) {
+    if (forward() || !down().clCreateImage) {
+        if (down().clCreateImage) return down().clCreateImage(c, f, fmt, d, h, e);
+        if (e) *e = CL_INVALID_OPERATION;
+        return nullptr;
+    }
+    return core::create_image(c, f, fmt, d, h, e);
+}
+CLPOOL_EXPORT cl_mem CL_API_CALL clCreateImageWithProperties(cl_context c, const cl_mem_properties* p, cl_mem_flags f,
+                                                             const cl_image_format* fmt, const cl_image_desc* d,
+                                                             void* h, cl_int* e) {
+    if (forward() || !down().clCreateImageWithProperties) {
+        if (down().clCreateImageWithProperties) return down().clCreateImageWithProperties(c, p, f, fmt, d, h, e);
+        if (e) *e = CL_INVALID_OPERATION;
+        return nullptr;
+    }
+    return core::create_image_with_properties(c, p, f, fmt, d, h, e);
 }
 CLPOOL_EXPORT cl_int CL_API_CALL clRetainMemObject(cl_mem m) {
     CLPOOL_FORWARD(clRetainMemObject, m);

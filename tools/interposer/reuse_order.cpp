@@ -55,7 +55,12 @@ void ContextOrder::end_unfenced(cl_event fence, Buffers& buffers) {
         else live = true;
     });
     covered_ = released_;
-    if (live && d_->retain(fence)) handovers_.push_back(fence);
+    if (!live || !d_->retain(fence)) return;
+    try {
+        handovers_.push_back(fence);
+    } catch (...) {  // out of host memory: new queues will not wait for this handover
+        d_->release(fence);
+    }
 }
 
 // Makes a new queue start behind the context's pending handover fences. If
@@ -67,6 +72,7 @@ void ContextOrder::hold_back(cl_command_queue q) {
 }
 
 void ContextOrder::add_queue(cl_command_queue q, bool in_order, Buffers& buffers) {
+    queues_.reserve(queues_.size() + 1);  // the only throw, before anything changed
     if (released_ != covered_ && !queues_.empty()) {
         cl_event marker = d_->marker(queues_[0].q);
         end_unfenced(marker, buffers);
@@ -76,11 +82,20 @@ void ContextOrder::add_queue(cl_command_queue q, bool in_order, Buffers& buffers
     queues_.push_back(Queue{q, in_order});
 }
 
-void ContextOrder::remove_queue(cl_command_queue q, Buffers& buffers) {
-    if (cl_event marker = d_->marker(q)) {
-        retired_.push_back(marker);
-        end_unfenced(marker, buffers);  // if this was the lone queue, its marker fences them
-    } else {
+void ContextOrder::remove_queue(cl_command_queue q, Buffers& buffers) noexcept {
+    cl_event marker = nullptr;
+    try {
+        retired_.reserve(retired_.size() + 1);
+        marker = d_->marker(q);
+    } catch (...) {  // no room to keep its marker: wait for the queue instead
+    }
+    if (marker) retired_.push_back(marker);  // reserved: cannot throw
+    try {
+        if (marker) end_unfenced(marker, buffers);  // if this was the lone queue, its marker fences them
+    } catch (...) {
+        marker = nullptr;  // out of host memory: wait below instead
+    }
+    if (!marker) {
         d_->finish(q);
         covered_ = released_;  // everything it ran has completed
     }

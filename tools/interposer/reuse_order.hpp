@@ -101,11 +101,12 @@ public:
     // The application created q. What went back unfenced gets one marker on
     // the lone queue (never clFinish: a user event may hold it), and q starts
     // behind the fences of reissued buffers that may still have old commands.
+    // Throws std::bad_alloc before anything changed.
     void add_queue(cl_command_queue q, bool in_order, Buffers& buffers);
     // The application's last reference to q is going: later releases must
     // still wait for what it runs; if it was the lone queue, its marker fences
     // what went back unfenced.
-    void remove_queue(cl_command_queue q, Buffers& buffers);
+    void remove_queue(cl_command_queue q, Buffers& buffers) noexcept;
     // q switches to out-of-order mode: a barrier enqueued while it is still in
     // order fences what went back unfenced. For good, even if the driver refuses.
     void set_out_of_order(cl_command_queue q, Buffers& buffers);
@@ -123,6 +124,12 @@ public:
     // the core's COPY_HOST_PTR write, on its own queue, comes first, so an
     // unfenced bucket must be fenced. Throws std::bad_alloc.
     Reissue reissue(BufferMark& mark, bool core_writes);
+
+    // Events that complete once every command enqueued so far on the
+    // context's queues, live or released, has (one reference each, for the
+    // caller): when the driver would delete a buffer released now. Throws
+    // std::bad_alloc before any marker exists.
+    std::vector<cl_event> completion() { return fences(); }
 
     // The context's only queue when no marker is needed to reuse its buffers:
     // exactly one live queue, in order, and no released queue's marker still

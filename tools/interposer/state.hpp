@@ -22,13 +22,15 @@
 // size). The core answers the queries that would show the bucket
 // (CL_MEM_SIZE, CL_MEM_REFERENCE_COUNT, CL_MEM_FLAGS) and checks buffer
 // transfers and sub-buffers against the size the application asked for. The
-// core keeps the application's reference count itself; when it reaches zero
-// the application's destructor callbacks fire, and once the buffer's own
-// sub-buffers are gone the bucket goes back to the pool, ordered by the
-// reuse-ordering protocol (reuse_order.hpp). The record stays as a tombstone
-// while the bucket sits in the cache (the driver object is alive: the pool
-// holds it), so a second release is answered CL_INVALID_MEM_OBJECT; it is
-// dropped the moment the bucket goes back to the driver.
+// core keeps the application's reference count itself. Once it is zero and
+// nothing else holds the bucket (the application's sub-buffers of it, images
+// made from it: the driver keeps those alive on their own), the bucket goes
+// back to the pool, ordered by the reuse-ordering protocol (reuse_order.hpp),
+// and the application's destructor callbacks run when the commands enqueued
+// so far have completed, as the driver would run them. The record stays as a
+// tombstone while the bucket sits in the cache (the driver object is alive:
+// the pool holds it), so a second release is answered CL_INVALID_MEM_OBJECT;
+// it is dropped the moment the bucket goes back to the driver.
 namespace clpool::interpose {
 
 struct ContextState {
@@ -40,6 +42,7 @@ struct ContextState {
     std::map<cl_mem_flags, std::shared_ptr<PoolT>> pools;  // shared: an allocation in flight keeps its pool
     reuse::ContextOrder order{reuse::opencl_driver()};      // the application's live queues, and when reuse is safe
     cl_command_queue writer = nullptr;                      // the core's queue for CL_MEM_COPY_HOST_PTR data
+    std::vector<cl_mem> parked;  // released buckets the driver still counts another holder of (let_go)
 };
 
 struct MemRec {
@@ -49,12 +52,14 @@ struct MemRec {
     std::size_t size = 0;      // as asked
     cl_uint refs = 1;          // the application's count; 0 = freed (a tombstone)
     MemRec* parent = nullptr;  // application sub-buffers: the pooled buffer they are part of
-    std::size_t live_subs = 0;
-    std::vector<cl_mem> dead_subs;  // freed sub-buffers kept alive with their parent's tombstone
-    std::vector<std::pair<core::mem_notify, void*>> callbacks;
-    PoolT::handle block;    // pooled buffers: the bucket, until recycled
+    std::size_t live_subs = 0;  // the application's sub-buffers of this pooled buffer
+    std::size_t holders = 0;    // images made from it: the driver keeps them, and the bucket, alive
+    bool parked = false;        // released, but the driver counts a holder the core cannot see
+    std::vector<std::pair<core::mem_notify, void*>> callbacks;  // pooled buffers only (the driver runs a sub-buffer's)
+    PoolT::handle block;  // pooled buffers: the bucket, until recycled
     PoolT* pool = nullptr;  // pooled buffers: where the bucket goes back
     std::uint64_t trace_id = 0;
+    bool empty_properties = false;  // made by clCreateBufferWithProperties with the list {0}
     reuse::BufferMark reuse;  // pooled buffers: how its last release was fenced
 };
 
@@ -77,6 +82,9 @@ struct State {
     unsigned next_token = 0;
     std::uint64_t rewaits = 0;  // buckets a pool handed out that went back to wait for a fence (counted as hits)
     std::atomic<std::uint64_t> passthrough{0}, fallbacks{0}, sub_buffers{0}, oom_retries{0};
+    // The application looked up cl_khr_command_buffer: a recording may hold a
+    // buffer the core never sees, so a release asks the driver's count (let_go).
+    std::atomic<bool> watch_driver_refs{false};
     std::atomic<bool> saw_context{false};
     bool report = false;
     Trace* trace = nullptr;
@@ -101,20 +109,42 @@ cl_int answer(const T& v, std::size_t size, void* value, std::size_t* size_ret) 
     return CL_SUCCESS;
 }
 
+// Work due once `events` (one reference each) have completed (none: at once):
+// a pooled buffer's application destructor callbacks, and/or another look at
+// a context's parked buckets (their commands have completed by then).
+struct DueCallbacks {
+    cl_mem mem = nullptr;
+    std::vector<std::pair<core::mem_notify, void*>> callbacks;
+    std::vector<cl_event> events;
+    std::shared_ptr<ContextState> unpark;
+};
+// Runs (or arms) them, callbacks as application code. Outside State::mu: a callback may call the interposer.
+void run_due(std::vector<DueCallbacks>& due) noexcept;
+
 // --- under State::mu from here on -------------------------------------------------------------------
 
-void release_dead_subs(State& st, MemRec* rec) noexcept;
-// Drops a tombstone: its dead sub-buffers, then the record (the bucket is the pool's).
+// Nothing holds the pooled buffer any more: the bucket may go back.
+inline bool unheld(const MemRec& r) noexcept { return r.refs == 0 && r.live_subs == 0 && r.holders == 0; }
+// The bucket is its pool's (cached or pending): the record is a tombstone.
+inline bool is_tombstone(const MemRec& r) noexcept { return !r.parent && r.refs == 0 && !r.block; }
+
+// Drops a record whose bucket is not its own any more (the pool's, or the driver's).
 void destroy_tombstone(State& st, MemRec* rec) noexcept;
 
 // Drops every tombstone of the pools `which` accepts (before those pools give
-// their buckets back, or after they did).
+// their buckets back, or after they did). Buckets still held stay.
+// Allocates nothing: it runs on release paths and when memory is short.
 template <class Which>
-void drop_tombstones(State& st, Which which) {
-    std::vector<MemRec*> doomed;
-    for (auto& [m, rec] : st.mems)
-        if (!rec->parent && rec->refs == 0 && which(rec.get())) doomed.push_back(rec.get());
-    for (MemRec* rec : doomed) destroy_tombstone(st, rec);
+void drop_tombstones(State& st, Which which) noexcept {
+    for (auto it = st.mems.begin(); it != st.mems.end();) {
+        MemRec& rec = *it->second;
+        if (is_tombstone(rec) && which(&rec)) {
+            rec.block.release();  // empty: the bucket is the pool's
+            it = st.mems.erase(it);
+        } else {
+            ++it;
+        }
+    }
 }
 
 // Gives back everything the context's pools hold but do not lend (the
@@ -125,8 +155,9 @@ std::shared_ptr<PoolT> pool_for(ContextState& cs, cl_mem_flags key);
 // The context's state while the application holds it, else nullptr.
 std::shared_ptr<ContextState> open_context(State& st, cl_context c);
 // Closes a context the application released: its pools, tombstones, queues.
-// Buffers the application still holds keep working and are freed on release.
-void close_context(State& st, const std::shared_ptr<ContextState>& cs);
+// Buffers the application still holds keep working and are freed on release;
+// parked ones go to the driver (which keeps them for their holders).
+void close_context(State& st, const std::shared_ptr<ContextState>& cs, std::vector<DueCallbacks>& due);
 
 // A context's pooled buffers and cache, as the reuse-ordering protocol asks for them.
 class ContextBuffers final : public reuse::Buffers {
@@ -140,8 +171,17 @@ private:
     ContextState& cs_;
 };
 
-// Hands a pooled buffer's bucket back (its count and its sub-buffers' are zero).
-void recycle(State& st, MemRec* rec);
+// Hands a pooled buffer's bucket back (unheld(*rec)); its destructor callbacks join `due`.
+void recycle(State& st, MemRec* rec, std::vector<DueCallbacks>& due);
+// What the core does once nothing it sees holds the buffer (unheld(*rec)):
+// recycle, or, while the application uses command buffers (their recordings
+// hold buffers the core never sees) and the driver counts a reference besides
+// the pool's, park it until the driver's count says it is free.
+void let_go(State& st, MemRec* rec, std::vector<DueCallbacks>& due);
+// Recycles the context's parked buckets the driver no longer counts a holder of.
+void unpark(State& st, ContextState& cs, std::vector<DueCallbacks>& due) noexcept;
+// Looks at the context's parked buckets now (outside State::mu).
+void look_at_parked(const std::shared_ptr<ContextState>& cs) noexcept;
 
 enum class reissue { ok, wait, fail };
 // Whether the bucket in h, just taken from its pool, may be handed out.

@@ -52,12 +52,15 @@ LAYERS = [
     ("shapes", "include/clpool/shapes/",
      "the shape trie, `Shape`, `ShapeMirror`, epoch reclamation, the reader-writer lock",
      "runtime, pools and below", {"core", "policies", "backends", "runtime", "pools"}),
+    ("benchmark", "benchmarks/include/clpool/benchmark/",
+     "`clpool::benchmark`: the standard Google Benchmark runs for any pool type (its own include root and CMake target)",
+     "core, policies", {"core", "policies"}),
     ("umbrella", "include/clpool/clpool.hpp",
      "everything",
      "all", {"core", "policies", "backends", "runtime", "pools", "interop", "devices", "shapes"}),
 ]
 CAPABILITIES = {"interop", "devices", "shapes"}  # side by side: none may know another
-INCLUDE_ROOTS = ("include", "policies", "backends")
+INCLUDE_ROOTS = ("include", "policies", "backends", "benchmarks/include")
 HEADER_SUFFIXES = (".hpp", ".h")
 
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')

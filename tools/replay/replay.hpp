@@ -27,7 +27,11 @@ namespace clpool::replay {
 
 // ---------------------------------------------------------------- configurations
 
-enum class bucket_scheme : unsigned char { pow2, fixed, quarter };
+// pow2: PowerOfTwoBuckets; fixed: FixedSetBuckets; half .. sixteenth:
+// SubdividedBuckets<2 .. 16> (quarter and eighth: the library's
+// QuarterPowerOfTwoBuckets and EighthPowerOfTwoBuckets); arena: ArenaBuckets
+// over SubAllocated<backend> (blocks carved from segments, docs/ARENA.md).
+enum class bucket_scheme : unsigned char { pow2, fixed, half, quarter, eighth, sixteenth, arena };
 enum class kind_choice : unsigned char { device, pinned, integrated };
 
 // A pool configuration picked at run time. The pools are compile-time policy
@@ -40,7 +44,8 @@ struct Config {
     std::size_t cap = std::numeric_limits<std::size_t>::max();
     std::size_t per_bucket = std::numeric_limits<std::size_t>::max();
     kind_choice kind = kind_choice::device;
-    std::string spec;  // how it was written, for the report
+    ArenaOptions arena;  // buckets=arena only
+    std::string spec;    // how it was written, for the report
 };
 
 // A bad --config text; the message names the key or value and what is allowed.
@@ -49,44 +54,36 @@ public:
     using std::invalid_argument::invalid_argument;
 };
 
-// Quarter-power-of-two buckets (four size classes per doubling, 256 B floor):
-// at most 25% rounding waste instead of pow2's 100%, for more, finer buckets.
-// A scheme of replay's own, to show what finer rounding buys on a trace.
-struct QuarterPow2Buckets {
-    static constexpr std::size_t min_shift = 8;
-    static constexpr std::size_t bucket_count = 4 * (std::numeric_limits<std::size_t>::digits - min_shift - 2);
-    static constexpr std::size_t index_from_size(std::size_t n) noexcept {
-        if (n <= (std::size_t{1} << min_shift)) return 0;
-        const std::size_t e = static_cast<std::size_t>(std::bit_width(n - 1)) - 1;  // 2^e < n <= 2^(e+1)
-        const std::size_t step = std::size_t{1} << (e - 2);                          // a quarter of 2^e
-        const std::size_t q = (n - (std::size_t{1} << e) + step - 1) / step;         // 1..4
-        return (e - min_shift) * 4 + q;
-    }
-    static constexpr std::size_t size_from_index(std::size_t i) noexcept {
-        if (i == 0) return std::size_t{1} << min_shift;
-        const std::size_t e = (i - 1) / 4 + min_shift, q = (i - 1) % 4 + 1;
-        return (std::size_t{1} << e) + q * (std::size_t{1} << (e - 2));
-    }
-};
-static_assert(BucketPolicy<QuarterPow2Buckets>);
-static_assert(QuarterPow2Buckets::size_from_index(QuarterPow2Buckets::index_from_size(257)) == 320);
-static_assert(QuarterPow2Buckets::size_from_index(QuarterPow2Buckets::index_from_size(1024)) == 1024);
-static_assert(QuarterPow2Buckets::size_from_index(QuarterPow2Buckets::index_from_size(1025)) == 1280);
-
 inline const char* to_string(bucket_scheme b) noexcept {
-    return b == bucket_scheme::pow2 ? "pow2" : b == bucket_scheme::fixed ? "fixed" : "quarter";
+    switch (b) {
+        case bucket_scheme::fixed: return "fixed";
+        case bucket_scheme::half: return "half";
+        case bucket_scheme::quarter: return "quarter";
+        case bucket_scheme::eighth: return "eighth";
+        case bucket_scheme::sixteenth: return "sixteenth";
+        case bucket_scheme::arena: return "arena";
+        case bucket_scheme::pow2: break;
+    }
+    return "pow2";
 }
+
+// The bucket schemes by name, as --config spells them.
+inline constexpr std::pair<std::string_view, bucket_scheme> bucket_schemes[] = {
+    {"pow2", bucket_scheme::pow2},       {"fixed", bucket_scheme::fixed},   {"half", bucket_scheme::half},
+    {"quarter", bucket_scheme::quarter}, {"eighth", bucket_scheme::eighth}, {"sixteenth", bucket_scheme::sixteenth},
+    {"arena", bucket_scheme::arena}};
 inline const char* to_string(kind_choice k) noexcept {
     return k == kind_choice::device ? "device" : k == kind_choice::pinned ? "pinned" : "integrated";
 }
 
-// The three named pools as configurations (their policies, their default caps).
+// The named pools as configurations (their policies, their default caps):
+// BufferPool, PinnedBufferPool, PersistentBufferPool, ArenaPool.
 // Throws config_error if CLPOOL_MAX_CACHED_GB is invalid (PersistentBufferPool's cap).
 inline std::vector<Config> alias_configs() {
-    Config buffer{"BufferPool",        bucket_scheme::pow2,       false, Config{}.cap, Config{}.per_bucket,
-                  kind_choice::device, "buckets=pow2,kind=device"};
-    Config pinned{"PinnedBufferPool",  bucket_scheme::pow2,       false, Config{}.cap, Config{}.per_bucket,
-                  kind_choice::pinned, "buckets=pow2,kind=pinned"};
+    Config buffer{"BufferPool",        bucket_scheme::pow2, false,          Config{}.cap,
+                  Config{}.per_bucket, kind_choice::device, ArenaOptions{}, "buckets=pow2,kind=device"};
+    Config pinned{"PinnedBufferPool",  bucket_scheme::pow2, false,          Config{}.cap,
+                  Config{}.per_bucket, kind_choice::pinned, ArenaOptions{}, "buckets=pow2,kind=pinned"};
     const EnvironmentCapped caps;  // the alias's limit policy
     Config persistent{"PersistentBufferPool",
                       bucket_scheme::fixed,
@@ -94,22 +91,28 @@ inline std::vector<Config> alias_configs() {
                       caps.max_bytes,
                       caps.max_per_bucket,
                       kind_choice::integrated,
+                      ArenaOptions{},
                       "buckets=fixed,cap=" + std::to_string(caps.max_bytes) +
                           ",per-bucket=" + std::to_string(caps.max_per_bucket) + ",kind=integrated"};
-    return {buffer, pinned, persistent};
+    Config arena{"ArenaPool",         bucket_scheme::arena, false,          Config{}.cap,
+                 Config{}.per_bucket, kind_choice::device,  ArenaOptions{}, "buckets=arena,kind=device"};
+    return {buffer, pinned, persistent, arena};
 }
 
-// Parses "key=value,key=value": buckets=pow2|fixed|quarter, cap=SIZE|none,
+// Parses "key=value,key=value": buckets=pow2|fixed|half|quarter|eighth|sixteenth|arena, cap=SIZE|none,
 // per-bucket=N|none, kind=device|pinned|integrated, name=TEXT. Unset keys
 // take BufferPool's values (pow2, unlimited, device). Giving cap or
-// per-bucket makes the pool Capped (the other limit then unbounded).
+// per-bucket makes the pool Capped (the other limit then unbounded). With
+// buckets=arena: segment=SIZE (small segments), large-segment=SIZE,
+// small=SIZE (the largest request carved from small segments),
+// granularity=SIZE, max-free=F (ArenaOptions; defaults as there).
 // Throws config_spec_error naming the bad key or value and what is allowed.
 inline Config parse_config(std::string_view spec, std::size_t ordinal) {
     Config c;
     c.spec = std::string(spec);
     c.name = "custom" + std::to_string(ordinal);
     if (spec.empty()) throw config_spec_error("empty --config; expected e.g. 'buckets=pow2,cap=1GiB,per-bucket=8'");
-    std::vector<std::string> seen;
+    std::vector<std::string> seen, arena_keys;
     while (!spec.empty()) {
         const std::size_t comma = spec.find(',');
         const std::string_view item = spec.substr(0, comma);
@@ -127,10 +130,12 @@ inline Config parse_config(std::string_view spec, std::size_t ordinal) {
             if (value.empty()) throw config_spec_error("--config name= is empty; give the configuration a name");
             c.name = value;
         } else if (key == "buckets") {
-            if (value == "pow2") c.buckets = bucket_scheme::pow2;
-            else if (value == "fixed") c.buckets = bucket_scheme::fixed;
-            else if (value == "quarter") c.buckets = bucket_scheme::quarter;
-            else throw config_spec_error("--config buckets='" + value + "'; expected pow2, fixed or quarter");
+            const auto* it = std::find_if(std::begin(bucket_schemes), std::end(bucket_schemes),
+                                          [&](const auto& b) { return b.first == value; });
+            if (it == std::end(bucket_schemes))
+                throw config_spec_error("--config buckets='" + value +
+                                        "'; expected pow2, fixed, half, quarter, eighth, sixteenth or arena");
+            c.buckets = it->second;
         } else if (key == "cap") {
             if (value == "none") continue;
             const auto b = tools::parse_bytes(value);
@@ -152,10 +157,40 @@ inline Config parse_config(std::string_view spec, std::size_t ordinal) {
             else if (value == "pinned") c.kind = kind_choice::pinned;
             else if (value == "integrated") c.kind = kind_choice::integrated;
             else throw config_spec_error("--config kind='" + value + "'; expected device, pinned or integrated");
+        } else if (key == "segment" || key == "large-segment" || key == "small" || key == "granularity") {
+            const auto b = tools::parse_bytes(value);
+            if (!b || *b == 0 || *b > (std::size_t{1} << 62))
+                throw config_spec_error("--config " + key + "='" + value + "'; expected a byte size (e.g. 2MiB)");
+            const auto bytes = static_cast<std::size_t>(*b);
+            if (key == "segment") c.arena.small_segment = bytes;
+            else if (key == "large-segment") c.arena.large_segment = bytes;
+            else if (key == "small") c.arena.small_limit = bytes;
+            else c.arena.granularity = bytes;
+            arena_keys.push_back(key);
+        } else if (key == "max-free") {
+            char* end = nullptr;
+            const double f = std::strtod(value.c_str(), &end);
+            if (value.empty() || end != value.c_str() + value.size() || !(f >= 0.0 && f <= 1.0))
+                throw config_spec_error("--config max-free='" + value +
+                                        "'; expected a fraction of the segments' bytes from 0 to 1 (e.g. 0.125)");
+            c.arena.max_free_fraction = f;
+            arena_keys.push_back(key);
         } else {
-            throw config_spec_error("unknown --config key '" + key + "'; keys: name, buckets, cap, per-bucket, kind");
+            throw config_spec_error("unknown --config key '" + key +
+                                    "'; keys: name, buckets, cap, per-bucket, kind, and with buckets=arena: "
+                                    "segment, large-segment, small, granularity, max-free");
         }
     }
+    if (!arena_keys.empty() && c.buckets != bucket_scheme::arena)
+        throw config_spec_error("--config " + arena_keys.front() + "= applies to buckets=arena only (in '" + c.spec +
+                                "')");
+    if (!std::has_single_bit(c.arena.granularity))
+        throw config_spec_error("--config granularity=" + std::to_string(c.arena.granularity) +
+                                " is not a power of two");
+    if (c.arena.small_limit > c.arena.small_segment || c.arena.small_segment > c.arena.large_segment)
+        throw config_spec_error("--config needs small <= segment <= large-segment (got " +
+                                std::to_string(c.arena.small_limit) + ", " + std::to_string(c.arena.small_segment) +
+                                ", " + std::to_string(c.arena.large_segment) + ") in '" + c.spec + "'");
     return c;
 }
 
@@ -165,6 +200,9 @@ inline Config parse_config(std::string_view spec, std::size_t ordinal) {
 // is single-threaded, so plain counters.
 struct DriverCounter {
     std::size_t held = 0;
+    // A simulated device capacity: an allocation that would take held past it
+    // fails as out of memory (the pool then trims and retries once).
+    std::size_t capacity = std::numeric_limits<std::size_t>::max();
     std::uint64_t allocations = 0;
     std::uint64_t frees = 0;
 };
@@ -213,7 +251,18 @@ public:
     std::size_t max_alloc_size() const noexcept { return inner_.max_alloc_size(); }
     bool unified_memory() const noexcept { return inner_.unified_memory(); }
     decltype(auto) name() const { return inner_.name(); }  // the pool wants what the inner backend gives
+
+    // A parent for SubAllocated (SegmentBackend): views are not driver allocations, so not counted.
+    using sub_memory_type = typename B::sub_memory_type;
+    std::size_t sub_alignment() const { return inner_.sub_alignment(); }
+    Allocation<sub_memory_type> sub_range(const memory_type& segment, std::size_t offset, std::size_t n) noexcept {
+        return inner_.sub_range(segment.inner(), offset, n);
+    }
+    sub_memory_type whole_range(const memory_type& m, std::size_t n) noexcept {
+        return inner_.whole_range(m.inner(), n);
+    }
     Allocation<memory_type> allocate(std::size_t n, MemoryKind k) noexcept {
+        if (n > counter_->capacity - counter_->held) return {memory_type{}, AllocStatus::out_of_memory, 0};
         auto a = inner_.allocate(n, k);
         if (a.status != AllocStatus::ok) return {memory_type{}, a.status, a.native_code};
         counter_->held += n;
@@ -229,12 +278,21 @@ private:
 // Accounting only: no memory is made. For traces larger than this machine.
 struct SimBackend {
     struct memory_type {};
+    using sub_memory_type = memory_type;
     std::size_t max_alloc_size() const noexcept { return std::numeric_limits<std::size_t>::max() / 2; }
     bool unified_memory() const noexcept { return true; }
     const char* name() const noexcept { return "sim"; }
     Allocation<memory_type> allocate(std::size_t, MemoryKind) noexcept { return {{}, AllocStatus::ok, 0}; }
+    // Carving as on NVIDIA: CL_DEVICE_MEM_BASE_ADDR_ALIGN of 4096 bits, 512 bytes.
+    static std::size_t sub_alignment() noexcept { return 512; }
+    static Allocation<memory_type> sub_range(const memory_type&, std::size_t, std::size_t) noexcept {
+        return {{}, AllocStatus::ok, 0};
+    }
+    static memory_type whole_range(const memory_type&, std::size_t) noexcept { return {}; }
 };
 static_assert(Backend<SimBackend>);
+static_assert(SegmentBackend<Counted<SimBackend>>);
+static_assert(SegmentBackend<Counted<HostBackend>>);
 static_assert(Backend<Counted<HostBackend>>);
 
 // Where the replayed pools get memory.
@@ -244,6 +302,9 @@ struct Target {
     cl::Context context;
     cl_device_id device = nullptr;
 #endif
+    // Bytes every configuration may hold from the driver at once (a simulated
+    // device size; the capacity search sets it).
+    std::size_t capacity = std::numeric_limits<std::size_t>::max();
     std::string description() const {
         return what == type::host  ? "host backend (aligned host memory)"
                : what == type::sim ? "simulation (no memory made)"
@@ -266,6 +327,7 @@ public:
     // Bytes handed out beyond what was asked for, right now.
     virtual std::size_t waste() const noexcept = 0;
     const DriverCounter& driver() const noexcept { return counter_; }
+    void set_capacity(std::size_t bytes) noexcept { counter_.capacity = bytes; }
     std::uint64_t passthrough() const noexcept { return passthrough_; }
 
 protected:
@@ -331,6 +393,13 @@ public:
             out.bytes_pending += s.bytes_pending;
             out.peak_bytes_allocated += s.peak_bytes_allocated;  // an upper bound across pools
             out.peak_bytes_in_use += s.peak_bytes_in_use;
+            out.segments += s.segments;
+            out.segment_bytes += s.segment_bytes;
+            out.peak_segment_bytes += s.peak_segment_bytes;  // an upper bound across pools
+            out.segment_free_bytes += s.segment_free_bytes;
+            out.largest_free_block = std::max(out.largest_free_block, s.largest_free_block);
+            out.segment_allocations += s.segment_allocations;
+            out.sub_buffer_fallbacks += s.sub_buffer_fallbacks;
             for (const auto& b : s.buckets) {
                 auto& m = buckets[b.bucket_size];
                 m.bucket_size = b.bucket_size;
@@ -372,7 +441,11 @@ auto with_policies(const Config& c, F&& f) {
     };
     switch (c.buckets) {
         case bucket_scheme::fixed: return with_limits(tag<FixedSetBuckets>{});
-        case bucket_scheme::quarter: return with_limits(tag<QuarterPow2Buckets>{});
+        case bucket_scheme::half: return with_limits(tag<SubdividedBuckets<2>>{});
+        case bucket_scheme::quarter: return with_limits(tag<QuarterPowerOfTwoBuckets>{});
+        case bucket_scheme::eighth: return with_limits(tag<EighthPowerOfTwoBuckets>{});
+        case bucket_scheme::sixteenth: return with_limits(tag<SubdividedBuckets<16>>{});
+        case bucket_scheme::arena: return with_limits(tag<ArenaBuckets>{});
         case bucket_scheme::pow2: break;
     }
     return with_limits(tag<PowerOfTwoBuckets>{});
@@ -393,25 +466,36 @@ inline std::unique_ptr<PoolSet> make_pool_set(const Config& c, const Target& t) 
     return detail::with_policies(c, [&](auto btag, auto ltag) -> std::unique_ptr<PoolSet> {
         using Buckets = typename decltype(btag)::type;
         using Limits = typename decltype(ltag)::type;
+        // The arena's buckets come with its backend: blocks carved from segments of the counted parent.
+        constexpr bool carved = std::is_same_v<Buckets, ArenaBuckets>;
         const Limits limits = detail::make_limits<Limits>(c);
+        const ArenaOptions arena = c.arena;
+        auto wrap = [arena](auto parent) {
+            if constexpr (carved) return SubAllocated<decltype(parent)>(std::move(parent), arena);
+            else return parent;
+        };
         if (t.what == Target::type::host) {
-            auto make = [](std::uint64_t, DriverCounter* dc) { return Counted<HostBackend>(HostBackend(), dc); };
-            using P = Pool<Buckets, DeviceLocal, Limits, SingleMutex, Counted<HostBackend>>;
+            auto make = [wrap](std::uint64_t, DriverCounter* dc) {
+                return wrap(Counted<HostBackend>(HostBackend(), dc));
+            };
+            using P = Pool<Buckets, DeviceLocal, Limits, SingleMutex, decltype(make(0, nullptr))>;
             return std::make_unique<PoolSetImpl<P, decltype(make)>>(make, limits);
         }
         if (t.what == Target::type::sim) {
-            auto make = [](std::uint64_t, DriverCounter* dc) { return Counted<SimBackend>(SimBackend(), dc); };
-            using P = Pool<Buckets, DeviceLocal, Limits, SingleMutex, Counted<SimBackend>>;
+            auto make = [wrap](std::uint64_t, DriverCounter* dc) {
+                return wrap(Counted<SimBackend>(SimBackend(), dc));
+            };
+            using P = Pool<Buckets, DeviceLocal, Limits, SingleMutex, decltype(make(0, nullptr))>;
             return std::make_unique<PoolSetImpl<P, decltype(make)>>(make, limits);
         }
 #ifdef CLPOOL_HAS_OPENCL
-        auto make = [ctx = t.context, dev = t.device](std::uint64_t flags, DriverCounter* dc) {
+        auto make = [wrap, ctx = t.context, dev = t.device](std::uint64_t flags, DriverCounter* dc) {
             // Keep the trace's access flags; the pool adds ALLOC_HOST_PTR for pinned kinds.
             const cl_mem_flags access = flags & (CL_MEM_READ_WRITE | CL_MEM_READ_ONLY | CL_MEM_WRITE_ONLY);
-            return Counted<OpenCLBackend>(OpenCLBackend(ctx, dev, access ? access : CL_MEM_READ_WRITE), dc);
+            return wrap(Counted<OpenCLBackend>(OpenCLBackend(ctx, dev, access ? access : CL_MEM_READ_WRITE), dc));
         };
         auto build = [&](auto ftag) -> std::unique_ptr<PoolSet> {
-            using P = Pool<Buckets, typename decltype(ftag)::type, Limits, SingleMutex, Counted<OpenCLBackend>>;
+            using P = Pool<Buckets, typename decltype(ftag)::type, Limits, SingleMutex, decltype(make(0, nullptr))>;
             return std::make_unique<PoolSetImpl<P, decltype(make)>>(make, limits);
         };
         switch (c.kind) {
@@ -441,10 +525,25 @@ struct Result {
     std::size_t peak_waste = 0;          // rounding waste (bucket - asked) at most, over the trace
     double seconds = 0;                  // wall time of the replay
     std::vector<std::size_t> held;       // bytes held after each event
+    // After the warm-up (run's `warmup` first allocations): allocations, and
+    // those that called the driver or failed.
+    std::uint64_t warm_allocations = 0;
+    std::uint64_t warm_driver_allocations = 0;
 
     std::uint64_t avoided() const noexcept { return allocations - driver_allocations - failed; }  // = pool hits
     double hit_rate() const noexcept {
         return allocations ? static_cast<double>(avoided()) / static_cast<double>(allocations) : 0.0;
+    }
+    // The share of allocations after the warm-up served with no driver call
+    // (1 if there are none).
+    double warm_hit_rate() const noexcept {
+        return warm_allocations
+                   ? 1.0 - static_cast<double>(warm_driver_allocations) / static_cast<double>(warm_allocations)
+                   : 1.0;
+    }
+    // Peak bytes held over peak bytes live (the unpooled replay's peak).
+    double held_over_live(std::size_t peak_live) const noexcept {
+        return peak_live ? static_cast<double>(peak_held) / static_cast<double>(peak_live) : 0.0;
     }
 };
 
@@ -467,6 +566,7 @@ inline Result run_unpooled(const Trace& trace) {
         r.held.push_back(held);
     }
     r.driver_allocations = r.allocations;
+    r.warm_allocations = r.warm_driver_allocations = r.allocations;
     r.held_at_end = held;
     return r;
 }
@@ -474,18 +574,26 @@ inline Result run_unpooled(const Trace& trace) {
 // Replays the trace through one configuration: pools are made fresh, every
 // alloc asks its (context, flags) pool, every free releases the handle.
 // Buffers still live at the end are released, then the pools destroyed.
+// The first `warmup` allocations are left out of warm_allocations and
+// warm_driver_allocations. Target::capacity caps the bytes held.
 // Throws driver_error (a backend cannot be made), config_error.
 // Cost: one pool operation per event, plus the backend's allocations.
-inline Result run(const Trace& trace, const Config& c, const Target& t) {
+inline Result run(const Trace& trace, const Config& c, const Target& t, std::size_t warmup = 0) {
     Result r;
     r.name = c.name;
     r.spec = c.spec;
     r.held.reserve(trace.events.size());
     auto set = make_pool_set(c, t);
+    set->set_capacity(t.capacity);
     const auto start = std::chrono::steady_clock::now();
     for (const auto& e : trace.events) {
-        if (e.kind == op::alloc) ++r.allocations;
-        if (!set->apply(e)) ++r.failed;
+        const std::uint64_t driver_before = set->driver().allocations;
+        const bool ok = set->apply(e);
+        if (!ok) ++r.failed;
+        if (e.kind == op::alloc && r.allocations++ >= warmup) {
+            ++r.warm_allocations;
+            if (!ok || set->driver().allocations != driver_before) ++r.warm_driver_allocations;
+        }
         const std::size_t held = set->driver().held;
         r.peak_held = std::max(r.peak_held, held);
         r.peak_waste = std::max(r.peak_waste, set->waste());

@@ -53,6 +53,22 @@ inline void check(cl_int code, const char* what) {
     if (code != CL_SUCCESS) throw driver_error(what, code);
 }
 
+// clCreateCommandQueue: an in-order queue with no properties, the call every
+// OpenCL 1.2+ driver has. Headers declare it deprecated when they target 2.0+
+// (an application that included <CL/opencl.hpp> before clpool gets 3.0), and
+// clCreateCommandQueueWithProperties is missing from 1.2 drivers: so clpool
+// keeps the 1.2 call and silences the warning here, for clpool's own use only.
+inline cl_command_queue create_queue(cl_context context, cl_device_id device, cl_int* err) noexcept {
+#if defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+#endif
+    return clCreateCommandQueue(context, device, 0, err);
+#if defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif
+}
+
 template <class T>
 T device_info(cl_device_id d, cl_device_info what) {
     T value{};
@@ -136,7 +152,7 @@ inline std::size_t max_alloc_of(cl_context ctx) {
 struct private_device {
     private_device(const cl::Context& ctx, cl_device_id dev, const char* queue_what) : context(ctx), device(dev) {
         cl_int err = CL_SUCCESS;
-        cl_command_queue q = clCreateCommandQueue(context(), device, 0, &err);
+        cl_command_queue q = create_queue(context(), device, &err);
         check(err, queue_what);
         queue = cl::CommandQueue(q, false);  // adopt: no extra retain
         max_alloc = max_alloc_of(context());

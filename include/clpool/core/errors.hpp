@@ -28,14 +28,18 @@ private:
     std::string message_;
 };
 
-// A requested size the pool cannot serve: above the device's maximum
-// allocation, or one whose bucket rounding overflows.
+// A size clpool cannot serve: an allocation above the device's maximum, or
+// one whose bucket rounding overflows; a transfer range past its buffer.
 class size_error : public std::length_error {
 public:
+    // An allocation: "cannot allocate N bytes: why (limit L bytes)".
     size_error(std::size_t requested, std::size_t limit, const char* why)
         : std::length_error("clpool: cannot allocate " + std::to_string(requested) + " bytes: " + why + " (limit " +
                             std::to_string(limit) + " bytes)"),
           requested_(requested), limit_(limit) {}
+    // Anything else: the caller's whole message, which names the size and the limit.
+    size_error(const std::string& message, std::size_t requested, std::size_t limit)
+        : std::length_error(message), requested_(requested), limit_(limit) {}
     std::size_t requested() const noexcept { return requested_; }
     std::size_t limit() const noexcept { return limit_; }
 

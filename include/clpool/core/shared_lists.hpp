@@ -41,6 +41,9 @@ public:
     // limit once rounded): exact-size buffers, matched by size.
     static constexpr std::size_t exact_bucket = Buckets::bucket_count;
     static constexpr std::size_t size_of(std::size_t index) noexcept { return Buckets::size_from_index(index); }
+    // Whether the limit policy may refuse an idle buffer (a front then gives
+    // back the slots it holds empty before a release is refused).
+    static constexpr bool capped = !requires { requires Limits::admits_everything; };
 
     explicit shared_lists(Limits limits) : limits_(std::move(limits)) {}
     shared_lists(const shared_lists&) = delete;
@@ -72,7 +75,7 @@ public:
         auto& s = stripes_[stripe_of(index)];
         std::lock_guard lock(s.mutex);
         if constexpr (traits::has_events) {
-            if (!bucket.pending.empty()) reap_pending(bucket, s);
+            if (!bucket.pending.empty()) reap_pending(bucket, s.counters);
         }
         block_type* b = nullptr;
         if (index != exact_bucket) {
@@ -189,10 +192,17 @@ public:
     }
 
     // A consistent snapshot: every stripe is locked (in order) while read.
+    // Pending buffers whose events have completed move to the free list first,
+    // so that after queue.finish() nothing shows as pending (one event query
+    // per pending buffer; no driver wait, no free).
     PoolStats snapshot() const {
         PoolStats out;
         std::array<std::unique_lock<typename Locks::mutex_type>, Locks::stripes> locks;
         for (std::size_t i = 0; i < Locks::stripes; ++i) locks[i] = std::unique_lock(stripes_[i].mutex);
+        if constexpr (traits::has_events) {
+            for (std::size_t i = 0; i < buckets_.size(); ++i)
+                if (!buckets_[i].pending.empty()) reap_pending(buckets_[i], stripes_[stripe_of(i)].counters);
+        }
         for (const auto& st : stripes_) {
             const auto& s = st.counters;
             out.hits += s.hits;
@@ -232,7 +242,7 @@ private:
     struct alignas(64) stripe_state {
         mutable typename Locks::mutex_type mutex;
         list_type in_use;
-        detail::stripe_counters counters;
+        mutable detail::stripe_counters counters;  // mutable: snapshot() reaps (see buckets_)
     };
 
     static constexpr bool shared_counters = Locks::stripes > 1;
@@ -254,7 +264,8 @@ private:
     }
 
     // Moves pending buffers whose events have completed to the free list.
-    void reap_pending(bucket_state& bucket, stripe_state& s) noexcept {
+    // The bucket's stripe locked. snapshot() reaps too.
+    static void reap_pending(bucket_state& bucket, detail::stripe_counters& counters) noexcept {
         for (auto it = bucket.pending.begin(); it != bucket.pending.end();) {
             auto& b = *it;
             const bool done = std::all_of(b.events.begin(), b.events.end(),
@@ -266,7 +277,7 @@ private:
             b.events.clear();
             it = bucket.pending.erase(it);
             bucket.free.push_front(b);
-            s.counters.on_reaped(bucket.counts, b.bucket_bytes);
+            counters.on_reaped(bucket.counts, b.bucket_bytes);
         }
     }
 
@@ -276,7 +287,9 @@ private:
 
     [[no_unique_address]] Limits limits_;
     std::array<stripe_state, Locks::stripes> stripes_;
-    std::array<bucket_state, Buckets::bucket_count + 1> buckets_;
+    // mutable: snapshot() (a const stats()) moves completed pending buffers to
+    // the free list, under the same stripe locks as every other change.
+    mutable std::array<bucket_state, Buckets::bucket_count + 1> buckets_;
     // Per bucket, the slots fronts hold against the caps (guarded by the
     // bucket's stripe). Kept out of bucket_state so a bucket's hit-path fields
     // keep their size and cache-line offsets whether or not a front exists.
@@ -300,7 +313,7 @@ public:
     // use; each keeps its place in the caps as a new reserved slot. Returns how many.
     std::size_t lend(block_type** out, std::size_t n) noexcept {
         if constexpr (traits::has_events) {
-            if (!bucket_.pending.empty()) lists_.reap_pending(bucket_, stripe_);
+            if (!bucket_.pending.empty()) lists_.reap_pending(bucket_, stripe_.counters);
         }
         std::size_t got = 0;
         for (; got < n && !bucket_.free.empty(); ++got) {

@@ -29,7 +29,7 @@ struct PoolStats {
     std::size_t bytes_cached = 0;      // idle bytes in the free lists
     std::size_t bytes_in_use = 0;      // bucket bytes handed out
     std::size_t bytes_requested = 0;   // bytes asked for by the holders of bytes_in_use
-    std::size_t bytes_pending = 0;     // released bytes waiting for their events
+    std::size_t bytes_pending = 0;     // released bytes whose events still ran at the last look (stats() looks)
     std::size_t peak_bytes_allocated = 0;
     // Exact for one-stripe lock policies; with Striped<N> the sum of the
     // stripes' own peaks (an upper bound), so the hot path needs no shared counter.
@@ -59,13 +59,17 @@ struct PoolStats {
     }
 };
 
+// One line, every counter as name=value (the buckets table is left out), so
+// that it adds up: bytes_allocated = bytes_in_use + bytes_cached + bytes_pending.
 // A template so that this header needs only <iosfwd>; the caller has <ostream>.
 template <class Char, class Traits>
 std::basic_ostream<Char, Traits>& operator<<(std::basic_ostream<Char, Traits>& os, const PoolStats& s) {
     return os << "hits=" << s.hits << " misses=" << s.misses << " hit_rate=" << s.hit_rate()
-              << " evictions=" << s.evictions << " bytes_allocated=" << s.bytes_allocated
-              << " bytes_cached=" << s.bytes_cached << " bytes_in_use=" << s.bytes_in_use
-              << " peak_bytes_allocated=" << s.peak_bytes_allocated;
+              << " evictions=" << s.evictions << " driver_frees=" << s.driver_frees << " oom_retries=" << s.oom_retries
+              << " failed_allocations=" << s.failed_allocations << " bytes_allocated=" << s.bytes_allocated
+              << " bytes_in_use=" << s.bytes_in_use << " bytes_cached=" << s.bytes_cached
+              << " bytes_pending=" << s.bytes_pending << " bytes_requested=" << s.bytes_requested
+              << " peak_bytes_allocated=" << s.peak_bytes_allocated << " peak_bytes_in_use=" << s.peak_bytes_in_use;
 }
 
 }  // namespace clpool

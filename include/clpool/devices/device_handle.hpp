@@ -164,7 +164,7 @@ public:
         cl_context ctx = clCreateContext(nullptr, 1, &d.id, nullptr, nullptr, &err);
         opencl::check(err, "clCreateContext");
         h->context_ = cl::Context(ctx, false);
-        cl_command_queue q = clCreateCommandQueue(ctx, d.id, 0, &err);
+        cl_command_queue q = opencl::create_queue(ctx, d.id, &err);
         opencl::check(err, "clCreateCommandQueue");
         h->queue_ = cl::CommandQueue(q, false);
         h->id_ = d.id;

@@ -4,6 +4,7 @@
 #include <clpool/core/errors.hpp>
 #include <clpool/devices/device_description.hpp>
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cstddef>
@@ -12,6 +13,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 namespace clpool {
 
@@ -22,8 +24,32 @@ inline std::string lower(std::string_view s) {
     for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     return out;
 }
-inline bool contains_nocase(std::string_view hay, std::string_view needle) {
-    return lower(hay).find(lower(needle)) != std::string::npos;
+// The words of s, lower-cased: maximal runs of ASCII letters and digits;
+// every other character separates ("pthread-skylake-avx512-AMD EPYC" is
+// pthread, skylake, avx512, amd, epyc).
+inline std::vector<std::string> words_of(std::string_view s) {
+    std::vector<std::string> out;
+    std::string word;
+    for (const char c : s) {
+        if (std::isalnum(static_cast<unsigned char>(c))) {
+            word += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        } else if (!word.empty()) {
+            out.push_back(std::move(word));
+            word.clear();
+        }
+    }
+    if (!word.empty()) out.push_back(std::move(word));
+    return out;
+}
+inline std::string join(const std::vector<std::string>& words) {
+    std::string s;
+    for (const auto& w : words) s += (s.empty() ? "" : " ") + w;
+    return s;
+}
+// True if the words of `needle` (not empty) appear in `hay` as whole words, in a row.
+inline bool has_words(std::string_view hay, const std::vector<std::string>& needle) {
+    const auto words = words_of(hay);
+    return !needle.empty() && std::search(words.begin(), words.end(), needle.begin(), needle.end()) != words.end();
 }
 inline std::optional<std::size_t> parse_index(std::string_view s) {
     std::size_t v = 0;
@@ -64,12 +90,15 @@ inline std::string list_for_error(std::span<const DeviceDescription> devices) {
 //   gpu | cpu | accelerator   the first OpenCL device of that type
 //   host          the host backend
 //   N             list_devices()[N];   P:D  device D of platform P
-//   platform:TEXT a device (a GPU first) of a platform whose name or vendor contains TEXT
-//   device:TEXT   the first device whose name contains TEXT
-//   TEXT          a device (a GPU first) whose platform name, vendor or device name contains TEXT
-// Case-insensitive. `source` names where the selector came from, for the
-// message. Throws config_error naming the selector and listing every device
-// if nothing matches. Pure: touches no driver. Thread-safe.
+//   platform:TEXT a device (a GPU first) of a platform whose name or vendor has TEXT's words
+//   device:TEXT   the first device whose name has TEXT's words
+//   TEXT          as platform:TEXT: a vendor or platform (amd, nvidia, intel, pocl)
+// TEXT matches whole words, case-insensitively: a word is a run of letters and
+// digits (detail::words_of), and TEXT's words must appear in a row, so "x" does
+// not match "avx512", nor "amd" a platform that only runs on an AMD CPU.
+// `source` names where the selector came from, for the message. Throws
+// config_error naming the selector and listing every device if it is empty
+// or matches nothing. Pure: touches no driver. Thread-safe.
 inline DeviceMatch match_device(std::string_view selector, std::span<const DeviceDescription> devices,
                                 std::string_view source = "device selector") {
     const std::string spec = detail::lower(selector);
@@ -80,6 +109,19 @@ inline DeviceMatch match_device(std::string_view selector, std::span<const Devic
                            "TEXT (docs/DEVICES.md)");
     };
     auto opencl = [](std::size_t i) { return DeviceMatch{BackendKind::opencl, i}; };
+    auto platform_has = [](const std::vector<std::string>& words) {
+        return [&words](const DeviceDescription& x) {
+            return detail::has_words(x.platform_name, words) || detail::has_words(x.platform_vendor, words);
+        };
+    };
+    // The first device whose name has the words, if any.
+    auto by_name = [&](const std::vector<std::string>& words) -> std::optional<std::size_t> {
+        for (const auto& x : devices)
+            if (detail::has_words(x.device_name, words)) return x.index;
+        return std::nullopt;
+    };
+
+    if (spec.find_first_not_of(" \t") == std::string::npos) return fail("is empty");
 
     if (spec == "host") return {BackendKind::host, 0};
     if (spec == "auto") {
@@ -110,27 +152,26 @@ inline DeviceMatch match_device(std::string_view selector, std::span<const Devic
             return fail("names no device (platform:device indices)");
         }
         if (tail.empty()) return fail("has nothing after ':'");
+        if (head != "platform" && head != "device")
+            return fail("has an unknown prefix '" + std::string(head) + ":' (use platform: or device:)");
+        const auto words = detail::words_of(tail);
+        if (words.empty()) return fail("has no letter or digit to match after '" + std::string(head) + ":'");
         if (head == "platform") {
-            if (auto i = detail::prefer_gpu(devices, [&](const DeviceDescription& x) {
-                    return detail::contains_nocase(x.platform_name, tail) ||
-                           detail::contains_nocase(x.platform_vendor, tail);
-                }))
-                return opencl(*i);
-            return fail("matches no platform name or vendor");
+            if (auto i = detail::prefer_gpu(devices, platform_has(words))) return opencl(*i);
+            return fail("matches no device: no platform name or vendor has the whole words '" + detail::join(words) +
+                        "'");
         }
-        if (head == "device") {
-            for (const auto& x : devices)
-                if (detail::contains_nocase(x.device_name, tail)) return opencl(x.index);
-            return fail("matches no device name");
-        }
-        return fail("has an unknown prefix '" + std::string(head) + ":' (use platform: or device:)");
+        if (auto i = by_name(words)) return opencl(*i);
+        return fail("matches no device: no device name has the whole words '" + detail::join(words) + "'");
     }
-    if (auto i = detail::prefer_gpu(devices, [&](const DeviceDescription& x) {
-            return detail::contains_nocase(x.platform_name, spec) || detail::contains_nocase(x.platform_vendor, spec) ||
-                   detail::contains_nocase(x.device_name, spec);
-        }))
-        return opencl(*i);
-    return fail("matches no device");
+    const auto words = detail::words_of(spec);
+    if (words.empty()) return fail("has no letter or digit to match");
+    if (auto i = detail::prefer_gpu(devices, platform_has(words))) return opencl(*i);
+    std::string why = "matches no device: no platform name or vendor has the whole words '" + detail::join(words) +
+                      "' (a plain TEXT names a platform)";
+    if (auto i = by_name(words))
+        why += "; device:" + std::string(selector) + " selects device " + std::to_string(*i) + " by its name";
+    return fail(why);
 }
 
 }  // namespace clpool

@@ -10,7 +10,8 @@ extern "C" {
 
 /* As clCreateBuffer, but the memory comes from clpool's pool for (context, flags);
  * CL_MEM_USE_HOST_PTR and invalid arguments go to the driver unchanged. Thread-safe.
- * Defined by one C++ file that includes <clpool/interop/dropin.hpp> after
+ * Defined by the installed library (CMake: clpool::dropin_c or clpool::dropin_c_static),
+ * or by one C++ file that includes <clpool/interop/dropin.hpp> after
  * #define CLPOOL_DROPIN_IMPLEMENTATION. */
 cl_mem clpool_create_buffer(cl_context context, cl_mem_flags flags, size_t size, void* host_ptr, cl_int* errcode_ret);
 

@@ -66,8 +66,10 @@ inline void check_range(std::size_t offset, std::size_t n, std::size_t limit, co
         throw usage_error("clpool: transfer of " + std::to_string(n) +
                           " bytes with a null host pointer (only a transfer of 0 bytes may pass nullptr)");
     if (offset > limit || n > limit - offset)
-        throw size_error(n, limit,
-                         ("transfer at offset " + std::to_string(offset) + " runs past the device buffer").c_str());
+        throw size_error("clpool: transfer of " + std::to_string(n) + " bytes at offset " + std::to_string(offset) +
+                             " runs past the end of the " + std::to_string(limit) +
+                             "-byte device buffer (offset + size may be at most " + std::to_string(limit) + ")",
+                         n, limit);
 }
 
 inline void validate_options(const TransferOptions& o) {

@@ -1,4 +1,4 @@
-// Per-context pools, created on first use: get_buffer_pool(queue) and friends.
+// Per-(context, device) pools, created on first use: get_buffer_pool(queue) and friends.
 #pragma once
 
 #include <clpool/pools/opencl_pools.hpp>
@@ -11,12 +11,15 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <utility>
+#include <vector>
 
 namespace clpool {
 
 namespace detail {
 
-// One set of pools per cl_context. Lives for the whole process and is never
+// One pool per (cl_context, cl_device_id): a context over several devices
+// gets a pool per device, each committing its buffers on its own device. Lives for the whole process and is never
 // destroyed, so no OpenCL call runs from a static destructor at exit. A fork
 // child gets a fresh, empty registry; the parent's is leaked whole there
 // (its pools hold the parent's OpenCL objects and must not be released).
@@ -51,9 +54,12 @@ public:
                 "shutdown() has run");
         cl_context ctx = nullptr;
         opencl::check(clGetCommandQueueInfo(queue(), CL_QUEUE_CONTEXT, sizeof ctx, &ctx, nullptr),
-                      "clGetCommandQueueInfo");
+                      "clGetCommandQueueInfo (CL_QUEUE_CONTEXT)");
+        cl_device_id device = nullptr;
+        opencl::check(clGetCommandQueueInfo(queue(), CL_QUEUE_DEVICE, sizeof device, &device, nullptr),
+                      "clGetCommandQueueInfo (CL_QUEUE_DEVICE)");
         std::lock_guard lock(mutex_);
-        auto& slot = pools_[ctx];
+        auto& slot = pools_[{ctx, device}];
         if (!slot) slot = std::make_unique<PoolT>(typename PoolT::backend_type(queue));
         // The queue is finished at exit and by shutdown(); registered once.
         if (seen_queues_.insert(queue()).second) queue_registry::instance().add(queue());
@@ -69,16 +75,24 @@ public:
         return freed;
     }
 
-    // Destroys the context's pool (its cache goes back to the driver). Handles
-    // still out free their buffers on release. Returns whether one existed.
+    // The number of pools made (one per context and device in use).
+    std::size_t size() const {
+        std::lock_guard lock(mutex_);
+        return pools_.size();
+    }
+
+    // Destroys the context's pools, one per device (their caches go back to
+    // the driver). Handles still out free their buffers on release. Returns
+    // whether any existed.
     bool drop(cl_context ctx) {
-        std::unique_ptr<PoolT> doomed;
+        std::vector<std::unique_ptr<PoolT>> doomed;  // destroyed after the lock is let go
         {
             std::lock_guard lock(mutex_);
-            auto it = pools_.find(ctx);
-            if (it == pools_.end()) return false;
-            doomed = std::move(it->second);
-            pools_.erase(it);
+            const auto first = pools_.lower_bound({ctx, nullptr});
+            auto last = first;
+            while (last != pools_.end() && last->first.first == ctx) doomed.push_back(std::move((last++)->second));
+            if (first == last) return false;
+            pools_.erase(first, last);
             for (auto q = seen_queues_.begin(); q != seen_queues_.end();) {
                 cl_context qctx = nullptr;
                 clGetCommandQueueInfo(*q, CL_QUEUE_CONTEXT, sizeof qctx, &qctx, nullptr);
@@ -108,16 +122,23 @@ private:
     constinit static inline registry_node node_{&trim_existing, &drop_existing};
 
     const std::uint32_t generation_;
-    std::mutex mutex_;
-    std::map<cl_context, std::unique_ptr<PoolT>> pools_;
+    mutable std::mutex mutex_;
+    // Ordered by context first, so drop() finds a context's pools side by side.
+    std::map<std::pair<cl_context, cl_device_id>, std::unique_ptr<PoolT>> pools_;
     std::set<cl_command_queue> seen_queues_;  // registered with queue_registry (which retains them)
 };
 
 }  // namespace detail
 
-// The process-wide pool for the queue's context, created on first use
-// (committing on the queue's device). Thread-safe; the same object for every
-// queue of one context. Throws driver_error if the queue cannot be queried.
+// The process-wide pool for the queue's context and device, created on first
+// use, committing its buffers on that device. Thread-safe; the same object for
+// every queue of one context on one device, and a different one per device of
+// a context. Throws driver_error if the queue cannot be queried.
+//
+// The pool lives until release_pools(context) (or for the whole process): a
+// reference is valid until then, and the pool keeps the context alive until
+// then. Handles from it stay valid after release_pools and free their buffers
+// when released.
 inline BufferPool& get_buffer_pool(const cl::CommandQueue& queue) {
     return detail::context_registry<BufferPool>::instance().get(queue);
 }
@@ -132,9 +153,9 @@ inline MappedPinnedPool& get_mapped_pinned_pool(const cl::CommandQueue& queue) {
     return detail::context_registry<MappedPinnedPool>::instance().get(queue);
 }
 
-// Drops every per-context pool of `context` (call before releasing a context
-// for good, or its pools keep it alive). References from get_*_pool for that
-// context dangle afterwards.
+// Drops every pool of `context`, on every device (call before releasing a
+// context for good, or its pools keep it alive). References from get_*_pool
+// for that context must not be used afterwards; handles from them stay valid.
 inline void release_pools(const cl::Context& context) {
     detail::drop_registries(context());  // every context_registry made in this process
     detail::queue_registry::instance().forget(context());  // its queues are not finished at exit any more

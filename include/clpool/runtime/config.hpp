@@ -104,8 +104,8 @@ inline std::string parse_device_spec(std::string_view name, std::string_view tex
     const auto last = text.find_last_not_of(" \t");
     if (first == std::string_view::npos)
         throw config_error("clpool: " + std::string(name) +
-                           "='' is empty; use auto, gpu, cpu, host, an index such as 0 or 1:0, or a platform or "
-                           "device name (docs/DEVICES.md)");
+                           "='' is empty; use auto, gpu, cpu, accelerator, host, an index such as 0 or 1:0, "
+                           "platform:NAME or device:NAME (docs/DEVICES.md)");
     return std::string(text.substr(first, last - first + 1));
 }
 

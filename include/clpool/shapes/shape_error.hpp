@@ -12,8 +12,8 @@ namespace clpool {
 
 // Thrown by ShapeTrie::intern for input it cannot hold. A usage_error (and so
 // a std::logic_error): the caller passed a shape no tensor can have. The
-// message names the offending value and the limit; reason() tells the cases
-// apart for code.
+// message names the offending value and the limit; why() returns the reason,
+// which tells the cases apart for code.
 class shape_error : public usage_error {
 public:
     enum class reason : unsigned char {

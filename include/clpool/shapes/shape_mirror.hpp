@@ -18,7 +18,8 @@ namespace clpool {
 // canonical words into it (a blocking write on `queue`) and attaches it to
 // the interned entry; every later call, from any thread, returns that same
 // buffer with no driver call. The buffer goes back to the pool when the
-// shape's last handle is released (or is freed, if the pool is gone by then).
+// shape's entry is reclaimed (after its last handle is released, once no
+// reader can still see it), or is freed then if the pool is gone.
 // The kernel reads shape_words(rank) int64 words (`__global const long*`) at
 // offset 0, laid out as shape.hpp says; it must not write them.
 //

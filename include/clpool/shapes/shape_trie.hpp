@@ -392,11 +392,16 @@ private:
         if (k.tail[1] != static_cast<std::int64_t>(Order::c) && k.tail[1] != static_cast<std::int64_t>(Order::f))
             throw shape_error(shape_error::reason::bad_order,
                               "order code " + std::to_string(k.tail[1]) + " is neither 'c' (99) nor 'f' (102)");
-        std::int64_t bytes = 0;
-        if (overflow || __builtin_mul_overflow(count, static_cast<std::int64_t>(esize), &bytes))
+        if (overflow)
             throw shape_error(shape_error::reason::count_overflow,
-                              "the element count of extents " + shape_error::list(ext) + " (" + std::to_string(esize) +
-                                  "-byte elements) overflows int64 (limit " + std::to_string(INT64_MAX) + " bytes)");
+                              "the element count of extents " + shape_error::list(ext) + " overflows int64 (limit " +
+                                  std::to_string(INT64_MAX) + " elements)");
+        std::int64_t bytes = 0;
+        if (__builtin_mul_overflow(count, static_cast<std::int64_t>(esize), &bytes))
+            throw shape_error(shape_error::reason::count_overflow,
+                              "the byte size of extents " + shape_error::list(ext) + " (" + std::to_string(count) +
+                                  " elements of " + std::to_string(esize) + " bytes) overflows int64 (limit " +
+                                  std::to_string(INT64_MAX) + " bytes)");
         if (k.count_word && *k.count_word != count)
             throw shape_error(shape_error::reason::bad_buffer,
                               "canonical buffer count word " + std::to_string(*k.count_word) + " is not the product " +

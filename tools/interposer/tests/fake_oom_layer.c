@@ -21,12 +21,26 @@ struct tracked {
 static struct tracked live[4096];
 static int nlive;
 
+/* A test's hook, run once by the first creation after a failure (the caller's retry), before
+ * it reaches the driver: the moment after a pool gave its cache back. */
+static void (*retry_hook)(void);
+static int failed_once;
+__attribute__((visibility("default"))) void fake_oom_set_hook(void (*hook)(void)) { retry_hook = hook; }
+
 static cl_mem CL_API_CALL fake_create_buffer(cl_context c, cl_mem_flags f, size_t n, void* h, cl_int* err) {
     pthread_mutex_lock(&lock);
     if (live_bytes + n > budget || nlive == 4096) {
+        failed_once = 1;
         pthread_mutex_unlock(&lock);
         if (err) *err = CL_MEM_OBJECT_ALLOCATION_FAILURE;
         return NULL;
+    }
+    if (failed_once && retry_hook) {
+        void (*hook)(void) = retry_hook;
+        retry_hook = NULL;  /* once; the hook's own creations come back here */
+        pthread_mutex_unlock(&lock);
+        hook();
+        pthread_mutex_lock(&lock);
     }
     cl_mem m = below->clCreateBuffer(c, f, n, h, err);
     if (m) {

@@ -5,9 +5,37 @@
 #define CL_USE_DEPRECATED_OPENCL_1_2_APIS
 #include <CL/cl.h>
 
+#include <pthread.h>
+
 #include "interpose_test.h"
 
 #define MiB (1024u * 1024u)
+
+/* Tombstones after the pool's own out-of-memory retry (issue 14, "suspected"). The pool
+ * gives its cache back and retries the driver; the fake layer runs this hook at the retry,
+ * and another application thread releases a buffer of the same pool meanwhile, whose
+ * commands are still queued. Its record (with what its reuse must wait for) must survive:
+ * the interposer once dropped every tombstone of the pool after the retry, this new one
+ * included, and then handed its bucket to a new owner with no fence. */
+static cl_mem released_elsewhere;
+static int hook_ran;
+static void* release_it(void* m) {
+    CHECK(clReleaseMemObject((cl_mem)m) == CL_SUCCESS);
+    return NULL;
+}
+static void at_retry(void) {
+    hook_ran = 1;
+    pthread_t t;
+    if (pthread_create(&t, NULL, release_it, released_elsewhere) == 0) pthread_join(t, NULL);
+    else CHECK(!"pthread_create");
+}
+static void set_retry_hook(void) {
+    const char* layer = getenv("OPENCL_LAYERS");
+    void* h = layer ? dlopen(layer, RTLD_NOW | RTLD_NOLOAD) : NULL;
+    void (*set)(void (*)(void)) = h ? (void (*)(void (*)(void)))dlsym(h, "fake_oom_set_hook") : NULL;
+    CHECK(set != NULL);
+    if (set) set(at_retry);
+}
 
 int main(void) {
     cl_platform_id plat;
@@ -47,7 +75,48 @@ int main(void) {
     cl_mem big = clCreateBuffer(ctx, CL_MEM_READ_WRITE, 3 * MiB, NULL, &err);
     CHECK(big == NULL);
     CHECK(err == CL_MEM_OBJECT_ALLOCATION_FAILURE);
-    CHECK(clReleaseMemObject(rw) == CL_SUCCESS);
+    CHECK(clReleaseMemObject(rw) == CL_SUCCESS);  /* 2 MiB cached in READ_WRITE */
+
+    /* WRITE_ONLY: 1 MiB cached, and a 256 KiB buffer x whose write waits on a user event. */
+    cl_device_id d2 = dev;
+    cl_mem cached[2];
+    for (int i = 0; i < 2; ++i) {
+        cached[i] = clCreateBuffer(ctx, CL_MEM_WRITE_ONLY, MiB / 2, NULL, &err);
+        CHECK(err == CL_SUCCESS);
+    }
+    for (int i = 0; i < 2; ++i) CHECK(clReleaseMemObject(cached[i]) == CL_SUCCESS);
+    enum { X = 256 * 1024 };
+    static unsigned char old_data[X], new_data[X], back[X];
+    memset(old_data, 0xaa, X);
+    memset(new_data, 0x55, X);
+    cl_event gate = clCreateUserEvent(ctx, &err);
+    cl_mem x = clCreateBuffer(ctx, CL_MEM_WRITE_ONLY, X, NULL, &err);
+    CHECK(err == CL_SUCCESS);
+    CHECK(clEnqueueWriteBuffer(q, x, CL_FALSE, 0, X, old_data, 1, &gate, NULL) == CL_SUCCESS);
+    CHECK(clFlush(q) == CL_SUCCESS);
+    /* 1 MiB more WRITE_ONLY: 2 + 1 + 0.25 + 1 > 4 MiB, so the pool gives its cache back
+     * and retries; x is released by another thread at that moment. */
+    released_elsewhere = x;
+    set_retry_hook();
+    cl_mem more = clCreateBuffer(ctx, CL_MEM_WRITE_ONLY, MiB, NULL, &err);
+    CHECK(err == CL_SUCCESS && more != NULL);
+    CHECK(hook_ran);
+    /* A second queue: x's bucket, released behind the lone queue with no fence, must now
+     * wait for the write still gated there before anyone else may have it. */
+    cl_command_queue q2 = clCreateCommandQueue(ctx, d2, 0, &err);
+    CHECK(err == CL_SUCCESS);
+    cl_mem y = clCreateBuffer(ctx, CL_MEM_WRITE_ONLY, X, NULL, &err);
+    CHECK(err == CL_SUCCESS);
+    CHECK(clEnqueueWriteBuffer(q2, y, CL_TRUE, 0, X, new_data, 0, NULL, NULL) == CL_SUCCESS);
+    CHECK(clSetUserEventStatus(gate, CL_COMPLETE) == CL_SUCCESS);
+    CHECK(clFinish(q) == CL_SUCCESS);
+    CHECK(clEnqueueReadBuffer(q2, y, CL_TRUE, 0, X, back, 0, NULL, NULL) == CL_SUCCESS);
+    if (memcmp(back, new_data, X) != 0) fprintf(stderr, "y got x's bucket while x's write was still queued\n");
+    CHECK(memcmp(back, new_data, X) == 0);
+    CHECK(clReleaseMemObject(y) == CL_SUCCESS);
+    if (more) CHECK(clReleaseMemObject(more) == CL_SUCCESS);
+    clReleaseEvent(gate);
+    clReleaseCommandQueue(q2);
     clReleaseCommandQueue(q);
     clReleaseContext(ctx);
     if (failures) {

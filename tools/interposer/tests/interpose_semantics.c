@@ -6,6 +6,8 @@
 #define CL_USE_DEPRECATED_OPENCL_1_2_APIS
 #include <CL/cl.h>
 
+#include <sched.h>
+
 #include "interpose_test.h"
 
 static cl_uint mem_refs(cl_mem m) {
@@ -26,7 +28,13 @@ static cl_mem make(cl_context ctx, cl_mem_flags flags, size_t n, void* host) {
 }
 
 static int order[4];
-static int fired = 0;
+static volatile int fired = 0;
+/* Destructor callbacks run once the driver would delete the buffer, which may be on
+ * another thread after the release returns: wait for them (bounded; no timing asserted). */
+static int wait_fired(int n) {
+    for (long i = 0; i < 20000000 && fired < n; ++i) sched_yield();
+    return fired;
+}
 static void CL_CALLBACK on_free(cl_mem m, void* tag) {
     (void)m;
     if (fired < 4) order[fired] = (int)(size_t)tag;
@@ -64,7 +72,7 @@ static void test_counts_and_queries(cl_context ctx) {
     CHECK(mem_refs(b) == 1);
     CHECK(fired == 0);
     OK(clReleaseMemObject(b));
-    CHECK(fired == 2);  /* last registered first */
+    CHECK(wait_fired(2) == 2);  /* last registered first */
     CHECK(order[0] == 2 && order[1] == 1);
     if (get_counters) {  /* the driver would be handed freed memory: only the interposer can answer */
         CHECK(clReleaseMemObject(b) == CL_INVALID_MEM_OBJECT);
@@ -221,8 +229,7 @@ static void test_sub_buffers(cl_context ctx, cl_command_queue q) {
     clpool_interpose_counters c0 = counters();
     cl_mem other = make(ctx, CL_MEM_READ_WRITE, 65536, NULL);
     if (get_counters) CHECK(counters().misses == c0.misses + 1);
-    OK(clReleaseMemObject(s));  /* the last sub-buffer: now the parent goes back */
-    if (get_counters) CHECK(clReleaseMemObject(s) == CL_INVALID_MEM_OBJECT);
+    OK(clReleaseMemObject(s));  /* the last sub-buffer: now the parent goes back (and s to the driver) */
     OK(clFinish(q));
     clpool_interpose_counters c1 = counters();
     cl_mem again = make(ctx, CL_MEM_READ_WRITE, 65536, NULL);

@@ -88,7 +88,7 @@ private:
             c.context = cl::Context(ctx, true);
             c.device = opencl::context_devices(ctx)[0];
             cl_int err = CL_SUCCESS;
-            cl_command_queue q = clCreateCommandQueue(ctx, c.device, 0, &err);
+            cl_command_queue q = opencl::create_queue(ctx, c.device, &err);
             opencl::check(err, "clCreateCommandQueue");
             c.writer = cl::CommandQueue(q, false);
         }

@@ -8,8 +8,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <iterator>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -53,6 +55,17 @@ inline void stream_copy(void* dst, const void* src, std::size_t n) noexcept {
 #else
     std::memcpy(dst, src, n);
 #endif
+}
+
+// The open job (attached < max_users, pieces left) with the fewest attached
+// workers, the oldest among equals; nullptr if none is open. Jobs: pointers
+// to objects with `open()` and `attached`.
+template <class Jobs>
+auto* fewest_attached(const Jobs& jobs) noexcept {
+    std::remove_cvref_t<decltype(*std::begin(jobs))> best = nullptr;
+    for (auto* j : jobs)
+        if (j->open() && (!best || j->attached < best->attached)) best = j;
+    return best;
 }
 
 // One core's memcpy is slower than a PCIe DMA, so staging from pageable
@@ -197,15 +210,16 @@ private:
         return hw > 0 && workers_count_.load(std::memory_order_relaxed) < hw;
     }
 
-    // A posted job with room for one more worker, now attached; or nullptr. Mutex held.
+    // The posted job with room for one more worker and the fewest workers
+    // attached, now attached; or nullptr. Mutex held. Fewest first, not oldest
+    // first: copies to several devices at once (one staged transfer each)
+    // share the workers instead of the first one taking them all.
     job* attach_locked() noexcept {
-        for (job* j : jobs_) {
-            if (!j->open()) continue;
-            ++j->attached;
-            j->users.fetch_add(1, std::memory_order_relaxed);
-            return j;
-        }
-        return nullptr;
+        job* j = fewest_attached(jobs_);
+        if (!j) return nullptr;
+        ++j->attached;
+        j->users.fetch_add(1, std::memory_order_relaxed);
+        return j;
     }
 
     job* try_attach() noexcept {

@@ -1,0 +1,5 @@
+// clpool first: it pins the OpenCL target, then the application's own <CL/opencl.hpp>.
+#include <clpool/clpool.hpp>
+#include <CL/opencl.hpp>
+
+#include "uses.hpp"
