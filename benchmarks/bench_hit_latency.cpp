@@ -99,10 +99,12 @@ void register_all() {
     add_hit<BufferPool>("BufferPool/opencl");
     add_hit<PinnedBufferPool>("PinnedBufferPool/opencl");
     add_hit<PersistentBufferPool>("PersistentBufferPool/opencl");
+    add_hit<ArenaPool>("ArenaPool/opencl");
 #endif
     add_hit<host::BufferPool>("BufferPool/host");
     add_hit<host::PinnedBufferPool>("PinnedBufferPool/host");
     add_hit<host::PersistentBufferPool>("PersistentBufferPool/host");
+    add_hit<host::ArenaPool>("ArenaPool/host");
 #ifdef CLPOOL_HAS_OPENCL
     for (auto [kind, name] : {std::pair{raw_kind::device, "device"}, std::pair{raw_kind::pinned, "pinned"}}) {
         const auto k = kind;

@@ -21,11 +21,14 @@ inline std::vector<std::byte> pattern(std::size_t n, unsigned seed) {
     return v;
 }
 
+// Host-addressable memory (a cl::Buffer, or a sub-allocated block derived from one, takes the overloads below).
 template <class Memory>
+    requires requires(const Memory& m) { m.data(); }
 void write_bytes(const Memory& m, const std::vector<std::byte>& data) {
     std::memcpy(m.data(), data.data(), data.size());
 }
 template <class Memory>
+    requires requires(const Memory& m) { m.data(); }
 std::vector<std::byte> read_bytes(const Memory& m, std::size_t n) {
     std::vector<std::byte> out(n);
     std::memcpy(out.data(), m.data(), n);

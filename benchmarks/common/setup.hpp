@@ -77,11 +77,13 @@ template <class P>
 std::unique_ptr<P> make_pool(typename P::limit_policy limits = typename P::limit_policy{}) {
     using B = typename P::backend_type;
 #ifdef CLPOOL_HAS_OPENCL
-    if constexpr (std::is_same_v<B, OpenCLBackend>) {
+    if constexpr (std::is_same_v<B, OpenCLBackend> || std::is_same_v<B, SubAllocated<OpenCLBackend>>) {
         return std::make_unique<P>(OpenCLBackend(Device::get().context), limits);
     } else
 #endif
-    {
+        if constexpr (requires { typename B::parent_type; }) {  // SubAllocated<Parent>
+        return std::make_unique<P>(B(typename B::parent_type{}), limits);
+    } else {
         return std::make_unique<P>(B{}, limits);
     }
 }

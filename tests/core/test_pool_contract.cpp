@@ -9,7 +9,9 @@ using namespace clpool;
 using namespace clpool::test;
 
 #ifdef CLPOOL_HAS_OPENCL
-#define CLPOOL_OPENCL_POOLS , clpool::BufferPool, clpool::PinnedBufferPool, clpool::PersistentBufferPool
+#define CLPOOL_OPENCL_POOLS                                                                          \
+    , clpool::BufferPool, clpool::PinnedBufferPool, clpool::PersistentBufferPool, clpool::ArenaPool, \
+        clpool::PinnedArenaPool
 #else
 #define CLPOOL_OPENCL_POOLS
 #endif

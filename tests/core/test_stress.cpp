@@ -397,7 +397,42 @@ TEST_CASE_TEMPLATE("stress: host backend, unlimited, 8 threads, 1M allocations" 
     MESSAGE("host " << allocations << " allocations: " << pool.stats());
 }
 
+// Blocks carved from segments: stamps at both ends of every block catch two
+// blocks that overlap; at the end the driver holds exactly the segments.
+TEST_CASE_TEMPLATE("stress: mock sub-allocated, capped, 8 threads" * doctest::timeout(600), Locks, SingleMutex,
+                   Striped<4>, ThreadCached<8, SingleMutex>) {
+    using P = Pool<ArenaBuckets, DeviceLocal, Capped, Locks, SubAllocated<MockBackend>>;
+    auto ledger = std::make_shared<Ledger>();
+    const std::size_t allocations = scaled(1'000'000) / thread_count * thread_count;
+    {
+        P pool(SubAllocated<MockBackend>(MockBackend(ledger)), stress_caps);
+        Failures f;
+        hammer<P, HostAccess>(pool, allocations, [] { return HostAccess{}; }, f);
+        report(f);
+        check_end_state(pool, allocations);
+        const auto s = pool.stats();
+        CHECK(s.segment_allocations == static_cast<std::uint64_t>(ledger->allocations.load()));
+        CHECK(s.segment_bytes == static_cast<std::size_t>(ledger->live_bytes.load()));
+        CHECK(s.segment_free_bytes + s.bytes_allocated <= s.segment_bytes);
+        MESSAGE("mock sub-allocated " << allocations << " allocations: " << s << " segments=" << s.segments);
+    }
+    CHECK(ledger->live == 0);
+    CHECK(ledger->live_bytes == 0);
+}
+
 #ifdef CLPOOL_HAS_OPENCL
+// Sub-buffers of shared segments: a block that overlapped another would lose its stamps.
+TEST_CASE_TEMPLATE("stress: OpenCL sub-allocated, 8 threads" * doctest::timeout(600), Locks, SingleMutex, Striped<4>) {
+    using P = Pool<ArenaBuckets, DeviceLocal, Capped, Locks, SubAllocated<OpenCLBackend>>;
+    const std::size_t allocations = scaled(500'000) / thread_count * thread_count;
+    P pool(SubAllocated<OpenCLBackend>(OpenCLBackend(OpenCLEnv::get().context)), stress_caps);
+    Failures f;
+    hammer<P, DeviceAccess>(pool, allocations, [] { return DeviceAccess{}; }, f);
+    report(f);
+    check_end_state(pool, allocations);
+    MESSAGE("opencl sub-allocated " << allocations << " allocations: " << pool.stats());
+}
+
 // Device-local pools: stamps by enqueueWrite/ReadBuffer (head and tail only).
 TEST_CASE_TEMPLATE("stress: OpenCL device-local, capped, 8 threads" * doctest::timeout(600), Locks, NoLock, Striped<16>,
                    ThreadCached<8, SingleMutex>) {

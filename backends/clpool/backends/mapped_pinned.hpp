@@ -8,8 +8,43 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <utility>
 
 namespace clpool {
+
+// Part of a mapped pinned segment (a block SubAllocated<MappedPinnedBackend>
+// carved): a sub-buffer and its host address inside the segment's mapping,
+// which stays mapped while the segment lives. Owns only the sub-buffer: it
+// never unmaps. The same buffer() / host() / size() as MappedBuffer.
+class MappedRange {
+public:
+    MappedRange() noexcept = default;
+    MappedRange(cl::Buffer buffer, void* host, std::size_t n) noexcept
+        : buffer_(std::move(buffer)), host_(host), bytes_(n) {}
+    MappedRange(MappedRange&& o) noexcept
+        : buffer_(std::move(o.buffer_)), host_(std::exchange(o.host_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
+    MappedRange& operator=(MappedRange&& o) noexcept {
+        if (this != &o) {
+            buffer_ = std::move(o.buffer_);
+            host_ = std::exchange(o.host_, nullptr);
+            bytes_ = std::exchange(o.bytes_, 0);
+        }
+        return *this;
+    }
+    MappedRange(const MappedRange&) = delete;
+    MappedRange& operator=(const MappedRange&) = delete;
+    ~MappedRange() = default;
+
+    const cl::Buffer& buffer() const noexcept { return buffer_; }
+    void* host() const noexcept { return host_; }
+    std::size_t size() const noexcept { return bytes_; }
+    explicit operator bool() const noexcept { return host_ != nullptr; }
+
+private:
+    cl::Buffer buffer_;
+    void* host_ = nullptr;
+    std::size_t bytes_ = 0;
+};
 
 // Makes mapped_buffers in one context: clCreateBuffer(CL_MEM_ALLOC_HOST_PTR)
 // and one blocking map (read and write) on the backend's own queue, which both
@@ -32,6 +67,7 @@ namespace clpool {
 class MappedPinnedBackend {
 public:
     using memory_type = MappedBuffer;
+    using sub_memory_type = MappedRange;  // SubAllocated<MappedPinnedBackend>'s blocks
     using event_type = cl::Event;
     // As OpenCLBackend's, and free_waits_for_events: the pool waits for a
     // buffer's pending events before freeing it, as the driver's reference
@@ -88,6 +124,20 @@ public:
 
     // Forgets the context and queue without releasing them (a fork child).
     void abandon() noexcept { dev_.abandon(); }
+
+    // For SubAllocated: pinned staging blocks carved from a few mapped pinned
+    // segments; a block is a sub-buffer and its address in the segment's
+    // mapping (registered as pinned with the whole segment).
+    std::size_t sub_alignment() const { return opencl::base_address_alignment_of(dev_.context()); }
+    static Allocation<MappedRange> sub_range(const MappedBuffer& segment, std::size_t offset, std::size_t n) noexcept {
+        auto sub = opencl::sub_buffer(segment.buffer(), offset, n);
+        if (sub.status != AllocStatus::ok) return {MappedRange(), sub.status, sub.native_code};
+        return {MappedRange(std::move(sub.memory), static_cast<char*>(segment.host()) + offset, n), AllocStatus::ok,
+                CL_SUCCESS};
+    }
+    static MappedRange whole_range(const MappedBuffer& m, std::size_t n) noexcept {
+        return MappedRange(opencl::share(m.buffer()), m.host(), n);
+    }
 
 private:
     static Allocation<MappedBuffer> failure(cl_int err) noexcept {

@@ -4,6 +4,8 @@
 #include <clpool/backends/detail/arena.hpp>
 #include <clpool/core/backend.hpp>
 #include <clpool/core/errors.hpp>
+#include <clpool/core/memory_kind.hpp>
+#include <clpool/core/stats.hpp>
 #include <clpool/core/detail/process_state.hpp>
 
 #include <algorithm>

@@ -4,6 +4,11 @@
 #include <clpool/pools/aliases.hpp>
 #include <clpool/backends/mapped_pinned.hpp>
 #include <clpool/backends/opencl.hpp>
+#include <clpool/core/backend.hpp>
+#include <clpool/core/handle.hpp>
+
+#include <concepts>
+#include <cstddef>
 
 namespace clpool {
 
@@ -20,6 +25,27 @@ using MappedPinnedPool = BasicPinnedBufferPool<MappedPinnedBackend>;
 using ArenaPool = BasicArenaPool<OpenCLBackend>;
 // Pinned staging buffers carved from a few large pinned segments.
 using PinnedArenaPool = BasicPinnedArenaPool<OpenCLBackend>;
+// Mapped pinned staging buffers (h.buffer().host(), h.buffer().buffer()) carved
+// from a few mapped pinned segments: one pinned allocation and one map serve many.
+using MappedPinnedArenaPool = BasicPinnedArenaPool<MappedPinnedBackend>;
+
+// OpenCL has no sub-buffer of a sub-buffer, and a sub-allocated block is one:
+// clCreateSubBuffer on h.buffer() fails with CL_INVALID_MEM_OBJECT. This makes
+// the sub-buffer of n bytes at `offset` into the block from the block's
+// segment instead. Refused (failed, CL_INVALID_VALUE) unless it lies within
+// the nbytes() the holder asked for; the origin must keep the device's
+// base-address alignment (else CL_MISALIGNED_SUB_BUFFER_OFFSET). The result
+// must not outlive the handle. Never throws.
+template <class P>
+    requires requires(const typename P::memory_type& m) {
+        { m.segment() } -> std::convertible_to<const cl::Buffer&>;
+        { m.offset() } -> std::same_as<std::size_t>;
+    }
+Allocation<cl::Buffer> sub_buffer_of(const Handle<P>& h, std::size_t offset, std::size_t n) noexcept {
+    if (!h || n == 0 || offset > h.nbytes() || n > h.nbytes() - offset)
+        return {cl::Buffer(), AllocStatus::failed, CL_INVALID_VALUE};
+    return opencl::sub_buffer(h.buffer().segment(), h.buffer().offset() + offset, n);
+}
 
 // Hands h back once every command enqueued on `queue` so far has completed
 // (a marker's event). On an in-order queue where the next owner also works,

@@ -1,0 +1,238 @@
+// SubAllocated<B>: blocks carved from segments, on the mock and host backends (docs/ARENA.md).
+#include "pool_factory.hpp"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace clpool;
+using namespace clpool::test;
+
+namespace {
+
+using Arena = Pool<ArenaBuckets, DeviceLocal, Unlimited, SingleMutex, SubAllocated<MockBackend>>;
+
+// Segments small enough that a few requests fill one.
+ArenaOptions tiny() {
+    ArenaOptions o;
+    o.granularity = 64;
+    o.small_limit = 4096;
+    o.small_segment = 16384;
+    o.large_segment = 65536;
+    return o;
+}
+
+std::string error_of(std::shared_ptr<Ledger> ledger, ArenaOptions o = {}) {
+    try {
+        SubAllocated<MockBackend> b(MockBackend(std::move(ledger)), o);
+    } catch (const config_error& e) {
+        return e.what();
+    }
+    return "";
+}
+
+}  // namespace
+
+static_assert(Backend<SubAllocated<MockBackend>>);
+static_assert(Backend<SubAllocated<HostBackend>>);
+static_assert(backend_declares<SubAllocated<HostBackend>, backend_ability::sub_allocates>);
+static_assert(!backend_declares<SubAllocated<HostBackend>, backend_ability::events>);
+
+TEST_CASE("a base-address alignment of 0 or not a power of two is refused at construction, naming the value") {
+    auto ledger = std::make_shared<Ledger>();
+    ledger->sub_alignment = 0;
+    const auto zero = error_of(ledger);
+    CHECK(zero.find("alignment of 0 bytes") != std::string::npos);
+    ledger->sub_alignment = 96;  // 768 bits
+    const auto odd = error_of(ledger);
+    CHECK(odd.find("alignment of 96 bytes") != std::string::npos);
+    CHECK(odd.find("power of two") != std::string::npos);
+    ledger->sub_alignment = 512;
+    CHECK(error_of(ledger).empty());
+    ArenaOptions o;
+    o.granularity = 100;
+    CHECK(error_of(ledger, o).find("granularity is 100") != std::string::npos);
+    o = ArenaOptions{};
+    o.small_segment = o.large_segment * 2;
+    CHECK(error_of(ledger, o).find("small_limit <= small_segment <= large_segment") != std::string::npos);
+    CHECK(ledger->allocations == 0);  // nothing was allocated on the way
+}
+
+TEST_CASE("blocks honour the larger of the granularity and the parent's alignment") {
+    auto ledger = std::make_shared<Ledger>();
+    ledger->sub_alignment = 4096;
+    Arena pool(SubAllocated<MockBackend>(MockBackend(ledger), tiny()));
+    CHECK(pool.backend().granularity() == 4096);
+    std::vector<Arena::handle> hs;
+    for (std::size_t n : {1, 100, 700, 3000, 5000, 9000}) hs.push_back(pool.allocate(n));
+    for (const auto& h : hs) CHECK(h.buffer().offset() % 4096 == 0);
+}
+
+TEST_CASE("small requests share a segment; a miss is carved without a driver allocation") {
+    auto ledger = std::make_shared<Ledger>();
+    Arena pool(SubAllocated<MockBackend>(MockBackend(ledger), tiny()));
+    auto a = pool.allocate(1000);
+    auto b = pool.allocate(2000);
+    auto c = pool.allocate(3000);
+    CHECK(ledger->allocations == 1);
+    CHECK(&a.buffer().segment() == &b.buffer().segment());
+    CHECK(&b.buffer().segment() == &c.buffer().segment());
+    const auto s = pool.stats();
+    CHECK(s.segments == 1);
+    CHECK(s.segment_bytes == 16384);
+    CHECK(s.segment_allocations == 1);
+    CHECK(s.misses == 3);
+    CHECK(s.segment_free_bytes == 16384 - 1024 - 2048 - 3072);
+    CHECK(s.largest_free_block == s.segment_free_bytes);  // one free range after the three blocks
+    CHECK(s.fragmentation() == doctest::Approx(0.0));
+}
+
+TEST_CASE("a request larger than a segment gets a segment of its own") {
+    auto ledger = std::make_shared<Ledger>();
+    Arena pool(SubAllocated<MockBackend>(MockBackend(ledger), tiny()));
+    const std::size_t big = 65536 * 3 + 1;
+    auto h = pool.allocate(big);
+    REQUIRE(h);
+    CHECK(h.buffer().size() == h.bucket_size());
+    CHECK(h.buffer().offset() == 0);
+    const auto s = pool.stats();
+    CHECK(s.segments == 1);
+    CHECK(s.segment_bytes >= big);
+    CHECK(s.segment_bytes < big + 65536);  // its own size (rounded to a class), not a multiple of segments
+}
+
+TEST_CASE("released blocks merge with free neighbours, and trim gives whole empty segments back") {
+    auto ledger = std::make_shared<Ledger>();
+    Arena pool(SubAllocated<MockBackend>(MockBackend(ledger), tiny()));
+    {
+        auto a = pool.allocate(4096);
+        auto b = pool.allocate(4096);
+        auto c = pool.allocate(4096);
+        b.release();
+        CHECK(pool.stats().bytes_cached == 4096);  // the pool caches it: a hit makes no call
+        pool.trim();                              // the cache goes back to the segment
+        auto s = pool.stats();
+        CHECK(s.segments == 1);
+        CHECK(s.segment_free_bytes == 16384 - 3 * 4096 + 4096);
+        CHECK(s.fragmentation() > 0.0);  // two free ranges: b's hole and the tail
+        c.release();
+        pool.trim();
+        s = pool.stats();
+        CHECK(s.largest_free_block == 16384 - 4096);  // b, c and the tail merged
+        CHECK(s.fragmentation() == doctest::Approx(0.0));
+    }
+    pool.trim();
+    const auto s = pool.stats();
+    CHECK(s.segments == 0);
+    CHECK(s.segment_bytes == 0);
+    CHECK(ledger->live == 0);
+    CHECK(s.peak_segment_bytes == 16384);
+}
+
+TEST_CASE("before a segment is added, the pool's cache goes back and merges") {
+    auto ledger = std::make_shared<Ledger>();
+    Arena pool(SubAllocated<MockBackend>(MockBackend(ledger), tiny()));
+    {
+        std::vector<Arena::handle> hs;
+        for (int i = 0; i < 8; ++i) hs.push_back(pool.allocate(2048));  // fills the 16 KiB segment
+    }  // eight cached 2 KiB blocks
+    CHECK(ledger->allocations == 1);
+    auto h = pool.allocate(4096);  // fits only once two neighbours merged
+    CHECK(ledger->allocations == 1);
+    CHECK(pool.stats().bytes_cached == 0);
+    CHECK(pool.stats().segments == 1);
+}
+
+TEST_CASE("a failed sub-range falls back to a whole buffer and is counted") {
+    auto ledger = std::make_shared<Ledger>();
+    Arena pool(SubAllocated<MockBackend>(MockBackend(ledger), tiny()));
+    ledger->fail_sub_ranges = true;
+    auto h = pool.allocate(1000);
+    REQUIRE(h);
+    CHECK(h.buffer().is_fallback());
+    std::memset(h.buffer().data(), 0xab, h.nbytes());  // usable memory (ASan checks the bounds)
+    auto s = pool.stats();
+    CHECK(s.sub_buffer_fallbacks == 1);
+    CHECK(s.segment_free_bytes == s.segment_bytes);  // the carved range went back
+    ledger->fail_sub_ranges = false;
+    auto g = pool.allocate(5000);
+    CHECK_FALSE(g.buffer().is_fallback());
+    h.release();
+    g.release();
+    pool.trim();
+    CHECK(ledger->live == 0);
+}
+
+TEST_CASE("out of memory: the cache and the empty segments go back, then the retry succeeds") {
+    auto ledger = std::make_shared<Ledger>();
+    ledger->capacity = 65536 * 2;
+    auto o = tiny();
+    o.max_free_fraction = 1.0;  // keep empty segments until the driver runs out
+    Arena pool(SubAllocated<MockBackend>(MockBackend(ledger), o));
+    { auto a = pool.allocate(65536); }  // a cached block filling a large segment
+    { auto b = pool.allocate(40000); }  // carved from that segment once the cache merged: no driver call
+    CHECK(ledger->allocations == 1);
+    auto c = pool.allocate(65536 + 1);  // a segment of its own, which fits only once the empty one is gone
+    REQUIRE(c);
+    CHECK(ledger->live_bytes <= ledger->capacity);
+    const auto s = pool.stats();
+    CHECK(s.oom_retries == 1);
+    CHECK(s.segments == 1);
+    CHECK(s.failed_allocations == 0);
+    CHECK_THROWS_AS((void)pool.allocate(65536 * 2), out_of_memory);
+    CHECK(c.buffer().data() != nullptr);  // nothing the user holds is lost
+}
+
+TEST_CASE("a handle that outlives its pool keeps its block; the segment goes with the last block") {
+    auto ledger = std::make_shared<Ledger>();
+    Arena::handle h;
+    {
+        Arena pool(SubAllocated<MockBackend>(MockBackend(ledger), tiny()));
+        h = pool.allocate(3000);
+        auto g = pool.allocate(3000);
+    }
+    CHECK(ledger->live == 1);  // the segment, held by h
+    std::memset(h.buffer().data(), 1, h.nbytes());
+    h.release();
+    CHECK(ledger->live == 0);
+}
+
+TEST_CASE("random work on host::ArenaPool: live blocks never overlap and keep their contents") {
+    host::ArenaPool pool{HostBackend{}};
+    std::mt19937_64 rng(5);
+    struct Live {
+        host::ArenaPool::handle h;
+        unsigned char tag;
+    };
+    std::vector<Live> live(48);
+    for (int step = 0; step < 4000; ++step) {
+        auto& slot = live[rng() % live.size()];
+        if (slot.h) {
+            const auto* p = reinterpret_cast<const unsigned char*>(slot.h.buffer().data());
+            REQUIRE(std::all_of(p, p + slot.h.nbytes(), [&](unsigned char c) { return c == slot.tag; }));
+        }
+        const std::size_t n = static_cast<std::size_t>(std::exp2(static_cast<double>(rng() % 2000) / 100.0));
+        slot.h = pool.allocate(n);
+        slot.tag = static_cast<unsigned char>(step);
+        std::memset(slot.h.buffer().data(), slot.tag, n);
+        if (step % 500 == 0) pool.trim();
+    }
+    std::map<const std::byte*, std::size_t> spans;
+    for (const auto& l : live) spans[l.h.buffer().data()] = l.h.bucket_size();
+    const std::byte* end = nullptr;
+    for (const auto& [p, n] : spans) {
+        CHECK((end == nullptr || p >= end));  // distinct segments may lie anywhere, blocks never inside another
+        end = p + n;
+    }
+    const auto s = pool.stats();
+    CHECK(s.segment_free_bytes <= s.segment_bytes);
+    CHECK(s.largest_free_block <= s.segment_free_bytes);
+    CHECK(s.segment_allocations >= s.segments);
+}
