@@ -61,6 +61,8 @@ TEST_CASE("operator<< prints every counter of PoolStats, each once, with its val
         REQUIRE(printed.count(key) == 1);
         CHECK(printed[key] == std::to_string(value));
     }
+    // A pool that does not sub-allocate prints no segment counters.
+    CHECK(printed.count("segments") == 0);
     // hit_rate is derived, printed for reading: 101 / 203.
     REQUIRE(printed.count("hit_rate") == 1);
     CHECK(std::stod(printed["hit_rate"]) == doctest::Approx(101.0 / 203.0).epsilon(1e-3));
@@ -73,4 +75,42 @@ TEST_CASE("operator<< prints every counter of PoolStats, each once, with its val
     std::ostringstream bs;
     bs << balanced;
     CHECK(bs.str().find("bytes_pending=1024") != std::string::npos);
+}
+
+TEST_CASE("operator<< prints the segment counters of a sub-allocating pool, each once") {
+    PoolStats s;
+    s.segments = 201;
+    s.segment_bytes = 202;
+    s.peak_segment_bytes = 203;
+    s.segment_free_bytes = 400;
+    s.largest_free_block = 100;
+    s.segment_allocations = 206;
+    s.sub_buffer_fallbacks = 207;
+    std::ostringstream os;
+    os << s;
+    const std::string line = os.str();
+    CAPTURE(line);
+    std::map<std::string, std::string> printed;
+    std::istringstream in(line);
+    std::string field;
+    while (in >> field) {
+        const auto eq = field.find('=');
+        REQUIRE(eq != std::string::npos);
+        CHECK(printed.count(field.substr(0, eq)) == 0);
+        printed[field.substr(0, eq)] = field.substr(eq + 1);
+    }
+    const std::map<std::string, std::uint64_t> expected{{"segments", 201},
+                                                        {"segment_bytes", 202},
+                                                        {"peak_segment_bytes", 203},
+                                                        {"segment_free_bytes", 400},
+                                                        {"largest_free_block", 100},
+                                                        {"segment_allocations", 206},
+                                                        {"sub_buffer_fallbacks", 207}};
+    for (const auto& [key, value] : expected) {
+        CAPTURE(key);
+        REQUIRE(printed.count(key) == 1);
+        CHECK(printed[key] == std::to_string(value));
+    }
+    REQUIRE(printed.count("fragmentation") == 1);
+    CHECK(std::stod(printed["fragmentation"]) == doctest::Approx(0.75));
 }

@@ -61,6 +61,7 @@ struct PoolStats {
 
 // One line, every counter as name=value (the buckets table is left out), so
 // that it adds up: bytes_allocated = bytes_in_use + bytes_cached + bytes_pending.
+// The segment counters follow for a sub-allocating pool (any of them nonzero).
 // A template so that this header needs only <iosfwd>; the caller has <ostream>.
 template <class Char, class Traits>
 std::basic_ostream<Char, Traits>& operator<<(std::basic_ostream<Char, Traits>& os, const PoolStats& s) {
@@ -70,6 +71,11 @@ std::basic_ostream<Char, Traits>& operator<<(std::basic_ostream<Char, Traits>& o
               << " bytes_in_use=" << s.bytes_in_use << " bytes_cached=" << s.bytes_cached
               << " bytes_pending=" << s.bytes_pending << " bytes_requested=" << s.bytes_requested
               << " peak_bytes_allocated=" << s.peak_bytes_allocated << " peak_bytes_in_use=" << s.peak_bytes_in_use;
+    if (s.segments == 0 && s.segment_allocations == 0 && s.sub_buffer_fallbacks == 0) return os;
+    return os << " segments=" << s.segments << " segment_bytes=" << s.segment_bytes
+              << " peak_segment_bytes=" << s.peak_segment_bytes << " segment_free_bytes=" << s.segment_free_bytes
+              << " largest_free_block=" << s.largest_free_block << " fragmentation=" << s.fragmentation()
+              << " segment_allocations=" << s.segment_allocations << " sub_buffer_fallbacks=" << s.sub_buffer_fallbacks;
 }
 
 }  // namespace clpool
