@@ -65,12 +65,12 @@ struct PoolStats {
 // A template so that this header needs only <iosfwd>; the caller has <ostream>.
 template <class Char, class Traits>
 std::basic_ostream<Char, Traits>& operator<<(std::basic_ostream<Char, Traits>& os, const PoolStats& s) {
-    return os << "hits=" << s.hits << " misses=" << s.misses << " hit_rate=" << s.hit_rate()
-              << " evictions=" << s.evictions << " driver_frees=" << s.driver_frees << " oom_retries=" << s.oom_retries
-              << " failed_allocations=" << s.failed_allocations << " bytes_allocated=" << s.bytes_allocated
-              << " bytes_in_use=" << s.bytes_in_use << " bytes_cached=" << s.bytes_cached
-              << " bytes_pending=" << s.bytes_pending << " bytes_requested=" << s.bytes_requested
-              << " peak_bytes_allocated=" << s.peak_bytes_allocated << " peak_bytes_in_use=" << s.peak_bytes_in_use;
+    os << "hits=" << s.hits << " misses=" << s.misses << " hit_rate=" << s.hit_rate() << " evictions=" << s.evictions
+       << " driver_frees=" << s.driver_frees << " oom_retries=" << s.oom_retries
+       << " failed_allocations=" << s.failed_allocations << " bytes_allocated=" << s.bytes_allocated
+       << " bytes_in_use=" << s.bytes_in_use << " bytes_cached=" << s.bytes_cached
+       << " bytes_pending=" << s.bytes_pending << " bytes_requested=" << s.bytes_requested
+       << " peak_bytes_allocated=" << s.peak_bytes_allocated << " peak_bytes_in_use=" << s.peak_bytes_in_use;
     if (s.segments == 0 && s.segment_allocations == 0 && s.sub_buffer_fallbacks == 0) return os;
     return os << " segments=" << s.segments << " segment_bytes=" << s.segment_bytes
               << " peak_segment_bytes=" << s.peak_segment_bytes << " segment_free_bytes=" << s.segment_free_bytes
