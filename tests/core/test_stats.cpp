@@ -56,7 +56,9 @@ TEST_CASE("operator<< prints every counter of PoolStats, each once, with its val
         CHECK_MESSAGE(printed.count(key) == 0, "printed twice: " << key);
         printed[key] = field.substr(eq + 1);
     }
-    for (const auto& [key, value] : expected) {
+    for (const auto& entry : expected) {
+        const std::string& key = entry.first;  // not a structured binding: clang 14 cannot capture one in CAPTURE
+        const std::uint64_t value = entry.second;
         CAPTURE(key);
         REQUIRE(printed.count(key) == 1);
         CHECK(printed[key] == std::to_string(value));
@@ -106,7 +108,9 @@ TEST_CASE("operator<< prints the segment counters of a sub-allocating pool, each
                                                         {"largest_free_block", 100},
                                                         {"segment_allocations", 206},
                                                         {"sub_buffer_fallbacks", 207}};
-    for (const auto& [key, value] : expected) {
+    for (const auto& entry : expected) {
+        const std::string& key = entry.first;  // not a structured binding: clang 14 cannot capture one in CAPTURE
+        const std::uint64_t value = entry.second;
         CAPTURE(key);
         REQUIRE(printed.count(key) == 1);
         CHECK(printed[key] == std::to_string(value));
