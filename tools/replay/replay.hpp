@@ -472,7 +472,10 @@ inline std::unique_ptr<PoolSet> make_pool_set(const Config& c, const Target& t) 
         const ArenaOptions arena = c.arena;
         auto wrap = [arena](auto parent) {
             if constexpr (carved) return SubAllocated<decltype(parent)>(std::move(parent), arena);
-            else return parent;
+            else {
+                (void)arena;  // captured for the arena's configurations only
+                return parent;
+            }
         };
         if (t.what == Target::type::host) {
             auto make = [wrap](std::uint64_t, DriverCounter* dc) {
