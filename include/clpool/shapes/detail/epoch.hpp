@@ -368,7 +368,7 @@ private:
     static constinit inline std::atomic<bool> membarrier_flag_{false};
 
     bool membarrier_ = false;
-    bool membarrier_lost_ = false;  // under mutex_: membarrier failed after start-up
+    [[maybe_unused]] bool membarrier_lost_ = false;  // under mutex_: membarrier failed after start-up
     std::atomic<epoch_record*> records_{nullptr};
     std::mutex mutex_;
     epoch_retired* limbo_ = nullptr;  // under mutex_
