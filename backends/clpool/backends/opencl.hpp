@@ -114,7 +114,9 @@ inline cl_device_id first_gpu_or_any_device() {
 // allocation) and the free of a mapped buffer do.
 // All 64 are taken around fork(), so a fork child never starts with one held.
 inline std::mutex& private_queue_mutex(cl_command_queue q) noexcept {
-    static constexpr std::size_t n = 64;
+    // Few enough that fork()'s prepare handler can hold all of them with the
+    // other process-wide locks (ThreadSanitizer tracks at most 64 per thread).
+    static constexpr std::size_t n = 16;
     static auto* locks = [] {
         auto* l = new std::mutex[n];  // never destroyed: usable from any destructor
         auto unlock_all = [](void* p) noexcept {
