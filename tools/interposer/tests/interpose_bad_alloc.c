@@ -40,24 +40,11 @@ void* _Znwm(size_t n) {
 
 int main(void) {
     cl_platform_id plat = NULL;
-    cl_uint n = 0;
-    if (clGetPlatformIDs(1, &plat, &n) != CL_SUCCESS || n == 0) {
-        fprintf(stderr, "no OpenCL platform (install pocl-opencl-icd)\n");
-        return 1;
-    }
     cl_device_id dev = NULL;
-    if (clGetDeviceIDs(plat, CL_DEVICE_TYPE_ALL, 1, &dev, &n) != CL_SUCCESS || n == 0) {
-        fprintf(stderr, "no OpenCL device\n");
-        return 1;
-    }
-    if (find_interposer()) return 1;
+    cl_context ctx = NULL;
+    cl_command_queue q = NULL;
+    if (open_device(&plat, &dev, &ctx, &q)) return 1;
     cl_int err = CL_SUCCESS;
-    cl_context ctx = clCreateContext(NULL, 1, &dev, NULL, NULL, &err);
-    cl_command_queue q = clCreateCommandQueue(ctx, dev, 0, &err);
-    if (err != CL_SUCCESS) {
-        fprintf(stderr, "cannot create a context and queue: %d\n", err);
-        return 1;
-    }
     /* A pool with one buffer cached, so the next creation of that size is a hit. */
     cl_mem warm = clCreateBuffer(ctx, CL_MEM_READ_WRITE, 4096, NULL, &err);
     OK(err);
