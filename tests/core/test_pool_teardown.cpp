@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -59,5 +60,30 @@ TEST_CASE("a handle that outlives its pool reports no pool and frees its buffer 
     CHECK(h.pool() == nullptr);
     CHECK(ledger->live == 1);
     h.release();
+    CHECK(ledger->live == 0);
+}
+
+// The release's slow path (core/detail/pool_teardown.hpp): ~Pool has flagged
+// the block `pool_going` and is about to decide under the teardown mutex,
+// which this test holds; the release sees the flag and must wait for the
+// decision too. Whichever of the two then takes the mutex first, the buffer is
+// freed exactly once and nothing touches the destroyed pool (ASan/TSan).
+TEST_CASE_TEMPLATE("a release that finds its pool being destroyed waits for the destructor's decision", P,
+                   MockPool<PowerOfTwoBuckets, DeviceLocal, Unlimited, SingleMutex>,
+                   MockPool<PowerOfTwoBuckets, DeviceLocal, Unlimited, ThreadCached<4>>) {
+    auto ledger = std::make_shared<Ledger>();
+    auto pool = std::make_unique<P>(MockBackend{ledger});
+    auto h = pool->allocate(1000);
+    auto cached = pool->allocate(2000);
+    cached.release();
+    std::unique_lock hold(detail::pool_teardown::mutex());
+    std::thread destroyer([&] { pool.reset(); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the destructor is at the mutex now
+    std::thread releaser([&] { h.release(); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the release too
+    hold.unlock();
+    destroyer.join();
+    releaser.join();
+    CHECK(ledger->allocations == 2);
     CHECK(ledger->live == 0);
 }

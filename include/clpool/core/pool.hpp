@@ -9,6 +9,7 @@
 #include <clpool/core/shared_lists.hpp>
 #include <clpool/core/snapshot.hpp>
 #include <clpool/core/stats.hpp>
+#include <clpool/core/detail/pool_teardown.hpp>
 #include <clpool/core/detail/process_state.hpp>
 #include <clpool/core/policy_concepts.hpp>
 
@@ -59,7 +60,9 @@ public:
 
     explicit Pool(B backend, Limits limits = Limits{}, Flags flags = Flags{})
         : backend_(std::move(backend)), flags_(std::move(flags)), kind_(flags_.kind(backend_)),
-          max_alloc_(backend_.max_alloc_size()), lists_(std::move(limits)) {}
+          max_alloc_(backend_.max_alloc_size()), lists_(std::move(limits)) {
+        detail::pool_teardown::prepare();
+    }
 
     Pool(const Pool&) = delete;
     Pool& operator=(const Pool&) = delete;
@@ -216,7 +219,8 @@ private:
         return backend_.allocate(bytes, kind_);
     }
 
-    block_type* create(std::size_t index, std::size_t bytes, std::size_t nbytes) {
+    // Out of line: the miss calls the driver anyway, and allocate() stays a hit's size.
+    [[gnu::noinline]] block_type* create(std::size_t index, std::size_t bytes, std::size_t nbytes) {
         // The node first: if the host is out of memory, no driver call is
         // made, and the miss is a failed allocation (misses == kept driver
         // allocations + failed allocations).
@@ -273,20 +277,35 @@ private:
 
     // Takes a block back from a handle. Never throws: if the events cannot be
     // copied (out of host memory), waits for them instead.
-    // Racing ~Pool: the release marks the block `releasing` before it reads
-    // the pool. ~Pool, under the block's stripe lock, orphans each block in
-    // use that is not so marked and waits for those that are; the release
-    // clears the mark under the lock of whichever list or magazine takes the
-    // block (or frees it), and touches the pool no more after that lock.
+    // Racing ~Pool (pool_teardown.hpp): the release marks the block
+    // `releasing` before it enters the pool. ~Pool, under the block's stripe
+    // lock, orphans each block in use that is not so marked and waits for
+    // those that are; the release clears the mark under the lock of whichever
+    // list or magazine takes the block (or frees it), and touches the pool no
+    // more after that lock.
     static void recycle(block_type* b, std::size_t nbytes, const event_type* events, std::size_t count) noexcept {
         if (!detail::same_process(b->generation)) return;  // made before fork(): leak it, no driver call
-        Pool* pool = reinterpret_cast<Pool*>(b->owner.fetch_or(block_type::releasing, std::memory_order_acq_rel));
+        Pool* pool = claim(*b);
         if (!pool) {  // the pool is gone: this handle outlived it
             if constexpr (traits::free_waits_for_events) traits::wait_for(events, count);
             delete b;
             return;
         }
         pool->put_back(b, nbytes, events, count);
+    }
+
+    // Marks b `releasing` and returns its pool, or nullptr if ~Pool orphaned
+    // it. A plain store, a compiler barrier and a load of the same cache
+    // line, not a read-modify-write: ~Pool pays for the rest (pool_teardown.hpp).
+    static Pool* claim(block_type& b) noexcept {
+        const std::uintptr_t word = b.owner.load(std::memory_order_acquire);
+        if (word == 0) return nullptr;
+        b.owner.store(word | block_type::releasing, std::memory_order_relaxed);
+        detail::asymmetric_fence::light();
+        if (b.pool_going.load(std::memory_order_relaxed)) [[unlikely]] {
+            if (!detail::pool_teardown::kept(b)) return nullptr;
+        }
+        return reinterpret_cast<Pool*>(word);
     }
 
     void put_back(block_type* b, std::size_t nbytes, const event_type* events, std::size_t count) noexcept {

@@ -5,6 +5,7 @@
 #include <clpool/core/detail/block.hpp>
 #include <clpool/core/detail/counter.hpp>
 #include <clpool/core/detail/pool_counters.hpp>
+#include <clpool/core/detail/pool_teardown.hpp>
 #include <clpool/core/detail/process_state.hpp>
 #include <clpool/core/policy_concepts.hpp>
 #include <clpool/core/snapshot.hpp>
@@ -179,23 +180,36 @@ public:
     // themselves on release), every idle one is freed. A buffer whose release
     // is under way (marked `releasing`, pool.hpp) is waited for: that release
     // unlinks it under the stripe lock, then never touches the pool again.
+    // pool_teardown.hpp says why every release's mark is seen or its release
+    // sees pool_going.
     void close() noexcept {
         for (auto& s : stripes_) {
-            std::unique_lock lock(s.mutex);
-            for (;;) {
+            std::lock_guard lock(s.mutex);
+            for (auto& b : s.in_use) b.pool_going.store(true, std::memory_order_relaxed);
+        }
+        detail::pool_teardown::barrier();  // from here every release either shows its mark or sees pool_going
+        {
+            std::lock_guard deciding(detail::pool_teardown::mutex());
+            for (auto& s : stripes_) {
+                std::lock_guard lock(s.mutex);
                 list_type in_flight;
                 while (!s.in_use.empty()) {
                     // Unlinked before it is orphaned: from then on its release may free it.
                     block_type& b = s.in_use.front();
                     s.in_use.pop_front();
-                    auto word = b.owner.load(std::memory_order_relaxed);
-                    if ((word & block_type::releasing) == 0 &&
-                        b.owner.compare_exchange_strong(word, 0, std::memory_order_acq_rel))
+                    if (b.owner.load(std::memory_order_relaxed) & block_type::releasing) {
+                        in_flight.push_back(b);  // its release got there first
                         continue;
-                    in_flight.push_back(b);  // its release got there first
+                    }
+                    b.orphaned = true;
+                    b.owner.store(0, std::memory_order_release);
                 }
-                if (in_flight.empty()) break;
                 s.in_use.splice(s.in_use.end(), in_flight);  // where those releases unlink them
+            }
+        }
+        for (auto& s : stripes_) {
+            std::unique_lock lock(s.mutex);
+            while (!s.in_use.empty()) {
                 lock.unlock();
                 nap();  // rare: sleep, so the releasing thread runs whatever its priority
                 lock.lock();

@@ -75,7 +75,8 @@ private:
         // Elsewhere no hint: the caller's relaxed load keeps the loop honest.
     }
 
-    [[gnu::noinline]] void wait_and_lock() noexcept {
+    // Out of line and cold: lock() and unlock() inline to a few instructions.
+    [[gnu::cold, gnu::noinline]] void wait_and_lock() noexcept {
         // 1, 2, 4 .. 16 pauses per look (a pause is ~40-140 cycles): the
         // holder of a short section is usually gone by then.
         for (int pauses = 1; pauses <= 16; pauses *= 2) {
@@ -103,7 +104,7 @@ private:
 #endif
     }
 
-    void wake_one() noexcept {
+    [[gnu::cold, gnu::noinline]] void wake_one() noexcept {
 #if defined(__linux__)
         syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&state_), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
 #endif

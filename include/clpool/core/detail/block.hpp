@@ -31,8 +31,10 @@ struct block {
     // The pool's address; 0 once that pool is destroyed. While a handle's
     // release is on its way into the pool, the low bit `releasing` is set too:
     // the release sets it before it touches the pool, and ~Pool waits for such
-    // a release instead of destroying the pool under it (pool.hpp, recycle).
+    // a release instead of destroying the pool under it (pool_teardown.hpp).
     std::atomic<std::uintptr_t> owner{0};
+    std::atomic<bool> pool_going{false};  // set by ~Pool while the block is in use, before it scans marks
+    bool orphaned = false;                // ~Pool left it to its holder (decided under pool_teardown's mutex)
     // For snapshots (snapshot.hpp). A hit from the shared lists writes
     // handout_seq alone, next to the hot fields above; the rest is written on
     // a miss or by set_tag.

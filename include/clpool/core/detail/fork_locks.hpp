@@ -26,7 +26,9 @@ enum class fork_rank : int {
     copy_workers = 30,      // interop: the staging copy workers' job list
     private_queues = 40,    // backends: a backend's enqueue-and-wait on its own queue
     pinned_ranges = 50,     // backends: a map of host ranges, leaf
-    epoch = 60,             // shapes: the reclaim mutex, leaf
+    pool_teardown = 55,     // core: held while a pool's destructor orphans its blocks (takes stripe locks)
+    epoch = 60,             // shapes: the reclaim mutex
+    asymmetric_fence = 70,  // core: the heavy side's mutex, leaf
 };
 
 struct fork_hooks {

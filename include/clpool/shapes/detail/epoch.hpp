@@ -8,25 +8,11 @@
 #include <mutex>
 #include <new>
 
+#include <clpool/core/detail/asymmetric_fence.hpp>
 #include <clpool/core/detail/fork_locks.hpp>
 
-#if defined(__linux__)
-#include <linux/membarrier.h>
-#include <sys/mman.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-#endif
-
-#if defined(__SANITIZE_THREAD__)
-#define CLPOOL_EPOCH_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define CLPOOL_EPOCH_TSAN 1
-#endif
-#endif
-#ifndef CLPOOL_EPOCH_TSAN
-#define CLPOOL_EPOCH_TSAN 0
-#endif
+// ThreadSanitizer does not model the asymmetric fence: there pins are seq_cst.
+#define CLPOOL_EPOCH_TSAN CLPOOL_ASYMMETRIC_FENCE_TSAN
 
 namespace clpool::detail {
 
@@ -84,16 +70,15 @@ inline thread_local epoch_record_releaser epoch_tls_releaser;
 //                 barrier; unpin: state = 0 (release store).
 //   retire:       the object, already unlinked, is pushed on the thread's list.
 //   reclaim:      under one mutex: take every thread's list (tagging it with
-//                 the current epoch g), membarrier(PRIVATE_EXPEDITED) (a full
+//                 the current epoch g), asymmetric_fence::heavy() (a full
 //                 fence on every running thread of the process, pairing with
-//                 the readers' compiler barriers), scan the records: if every
+//                 the readers' light() barriers), scan the records: if every
 //                 pinned one is at g, advance G to g + 1. Objects tagged t are
 //                 freed once G >= t + 2: every reader that could have seen
 //                 them has left its section.
-// Without membarrier (old kernel, seccomp, or ThreadSanitizer, which does not
-// model it) the reader's pin is a seq_cst store plus a seq_cst fence instead.
-// If membarrier is refused after start-up, pins switch to fences and every
-// later round forces the barrier through a TLB shootdown (see heavy_barrier).
+// Without membarrier the reader's barrier is a full fence; if membarrier is
+// refused after start-up, pins switch to fences and every later round forces
+// the barrier another way (asymmetric_fence.hpp).
 class epoch_domain {
 public:
     static constexpr std::uint32_t reclaim_every = 128;  // retires per thread between reclaim attempts
@@ -105,7 +90,7 @@ public:
 
     // Whether reader pins are cheap now (membarrier registered at start-up
     // and not refused since).
-    bool uses_membarrier() const noexcept { return membarrier_flag_.load(std::memory_order_relaxed); }
+    bool uses_membarrier() const noexcept { return !CLPOOL_EPOCH_TSAN && asymmetric_fence::cheap(); }
 
     // Enters a read section (nests). Cost: a thread_local load, a relaxed
     // load of the global epoch and a plain store, plus a compiler barrier
@@ -120,15 +105,10 @@ public:
             r->state.store((g << 1) | 1, std::memory_order_seq_cst);
             std::atomic_thread_fence(std::memory_order_seq_cst);
 #else
-            if (membarrier_flag_.load(std::memory_order_relaxed)) {
-                // Release (a plain store on x86): a reclaimer that reads this
-                // state also sees the end of this thread's earlier sections.
-                r->state.store((g << 1) | 1, std::memory_order_release);
-                std::atomic_signal_fence(std::memory_order_seq_cst);
-            } else {
-                r->state.store((g << 1) | 1, std::memory_order_seq_cst);
-                std::atomic_thread_fence(std::memory_order_seq_cst);
-            }
+            // Release (a plain store on x86): a reclaimer that reads this
+            // state also sees the end of this thread's earlier sections.
+            r->state.store((g << 1) | 1, std::memory_order_release);
+            asymmetric_fence::light();
 #endif
         }
         return r;
@@ -203,15 +183,7 @@ public:
 
 private:
     epoch_domain() noexcept {
-#if !CLPOOL_EPOCH_TSAN && defined(__linux__) && defined(__NR_membarrier)
-        const long cmds = syscall(__NR_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
-        if (cmds > 0 && (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
-            syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0)
-            membarrier_ = true;
-#endif
-        // Readers read the flag on every pin; they can only pin after this
-        // constructor finished (instance()'s static initialisation orders it).
-        membarrier_flag_.store(membarrier_, std::memory_order_relaxed);
+        asymmetric_fence::cheap();  // registers membarrier before the first pin
         fork_locks::add(fork_rank::epoch,
                         {[](void* d) noexcept { static_cast<epoch_domain*>(d)->mutex_.lock(); },
                          [](void* d) noexcept { static_cast<epoch_domain*>(d)->mutex_.unlock(); },
@@ -273,52 +245,9 @@ private:
     }
 
     // The reclaimer's half of the pin protocol: a full barrier on every
-    // thread that may have pinned cheaply. Mutex held. Returns false when no
-    // such barrier could be had: the round then advances nothing (leak,
-    // never free early).
-    bool heavy_barrier() noexcept {
-#if !CLPOOL_EPOCH_TSAN && defined(__linux__) && defined(__NR_membarrier)
-        if (membarrier_flag_.load(std::memory_order_relaxed)) {
-            if (syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0) {
-                std::atomic_thread_fence(std::memory_order_seq_cst);
-                return true;
-            }
-            // Refused after start-up (a seccomp filter installed later, a
-            // fork child the kernel did not register): new pins use fences
-            // from now on. A reader that read the flag before this store may
-            // still pin cheaply, so every later round also forces a barrier
-            // on every CPU running the process the other way (below).
-            membarrier_flag_.store(false, std::memory_order_seq_cst);
-            membarrier_lost_ = true;
-        }
-        std::atomic_thread_fence(std::memory_order_seq_cst);
-        return !membarrier_lost_ || tlb_shootdown_barrier();
-#else
-        std::atomic_thread_fence(std::memory_order_seq_cst);
-        return true;
-#endif
-    }
-
-#if !CLPOOL_EPOCH_TSAN && defined(__linux__) && defined(__NR_membarrier)
-    // What .NET's FlushProcessWriteBuffers falls back to: taking write access
-    // away from a dirty page makes the kernel shoot its TLB entry down on every
-    // CPU running the process, with an interrupt that is a full barrier there.
-    // Mutex held. False if the page or the protection change is refused.
-    bool tlb_shootdown_barrier() noexcept {
-        if (!barrier_page_) {
-            void* p = mmap(nullptr, page_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-            if (p == MAP_FAILED) return false;
-            barrier_page_ = p;
-        }
-        if (mprotect(barrier_page_, page_bytes, PROT_READ | PROT_WRITE) != 0) return false;
-        static_cast<std::atomic<int>*>(barrier_page_)->fetch_add(1, std::memory_order_seq_cst);  // dirty it
-        const bool ok = mprotect(barrier_page_, page_bytes, PROT_READ) == 0;
-        std::atomic_thread_fence(std::memory_order_seq_cst);
-        return ok;
-    }
-    static constexpr std::size_t page_bytes = 4096;
-    void* barrier_page_ = nullptr;  // under mutex_
-#endif
+    // thread that may have pinned cheaply. Returns false when no such barrier
+    // could be had: the round then advances nothing (leak, never free early).
+    static bool heavy_barrier() noexcept { return asymmetric_fence::heavy(); }
 
     // One round. Returns the objects freed. `wait`: block on the mutex, else skip if busy.
     std::size_t reclaim(bool wait) noexcept {
@@ -365,10 +294,6 @@ private:
     }
 
     static constinit inline std::atomic<std::uint64_t> global_{1};
-    static constinit inline std::atomic<bool> membarrier_flag_{false};
-
-    bool membarrier_ = false;
-    [[maybe_unused]] bool membarrier_lost_ = false;  // under mutex_: membarrier failed after start-up
     std::atomic<epoch_record*> records_{nullptr};
     std::mutex mutex_;
     epoch_retired* limbo_ = nullptr;  // under mutex_
