@@ -54,6 +54,10 @@ target_link_libraries(snapshot_demo PRIVATE clpool::clpool clpool_warnings)
 add_test(NAME tools.viz COMMAND Python3::Interpreter ${PROJECT_SOURCE_DIR}/tests/tools/test_viz.py
   $<TARGET_FILE:snapshot_demo> ${CMAKE_CURRENT_SOURCE_DIR}/viz/clpool-viz ${o})
 set_tests_properties(tools.viz PROPERTIES TIMEOUT 120 LABELS tools)
+# The reports in headless Chromium, DOM counted against the snapshots (skipped without chromium).
+add_test(NAME tools.viz_browser COMMAND Python3::Interpreter ${PROJECT_SOURCE_DIR}/tests/tools/test_viz_browser.py
+  $<TARGET_FILE:snapshot_demo> ${CMAKE_CURRENT_SOURCE_DIR}/viz/clpool-viz ${o})
+set_tests_properties(tools.viz_browser PROPERTIES TIMEOUT 300 LABELS tools SKIP_RETURN_CODE 77)
 
 # ---- clpool-info
 clpool_tool_test(info.help COMMAND ${info} --help STDOUT "Usage" "--device" "Exit codes")

@@ -236,3 +236,95 @@ TEST_CASE("random work on host::ArenaPool: live blocks never overlap and keep th
     CHECK(s.largest_free_block <= s.segment_free_bytes);
     CHECK(s.segment_allocations >= s.segments);
 }
+
+namespace {
+
+// The segments of a snapshot against its buffers and stats: blocks tile each
+// segment, free blocks add up to the arena's free bytes, and every buffer of
+// the pool lies in exactly one taken block of its state (and nothing else does).
+void check_segments(const PoolSnapshot& snap) {
+    std::size_t segment_bytes = 0, free_bytes = 0, largest = 0;
+    std::map<std::uintptr_t, std::size_t> claimed;  // buffer id -> blocks naming it
+    std::size_t taken = 0;
+    for (const auto& seg : snap.segments) {
+        std::size_t offset = 0, seg_free = 0, seg_largest = 0;
+        for (const auto& b : seg.blocks) {
+            CHECK(b.offset == offset);  // in address order, no gap, no overlap
+            offset += b.bytes;
+            if (b.free) {
+                seg_free += b.bytes;
+                seg_largest = std::max(seg_largest, b.bytes);
+            } else {
+                ++taken;
+                ++claimed[b.buffer_id];
+            }
+        }
+        CHECK(offset == seg.bytes);  // the blocks' bytes add up to the segment's
+        CHECK(seg_free == seg.free_bytes);
+        CHECK(seg_largest == seg.largest_free);
+        segment_bytes += seg.bytes;
+        free_bytes += seg.free_bytes;
+        largest = std::max(largest, seg.largest_free);
+    }
+    CHECK(snap.segments.size() == snap.stats.segments);
+    CHECK(segment_bytes == snap.stats.segment_bytes);
+    CHECK(free_bytes == snap.stats.segment_free_bytes);
+    CHECK(largest == snap.stats.largest_free_block);
+    CHECK(taken == snap.buffers.size());
+    for (const auto& buf : snap.buffers) {
+        CHECK(claimed[buf.id] == 1);
+        for (const auto& seg : snap.segments)
+            for (const auto& b : seg.blocks)
+                if (!b.free && b.buffer_id == buf.id) {
+                    CHECK(b.state == buf.state);
+                    CHECK(b.bytes >= buf.bytes_held);
+                }
+    }
+    CHECK(claimed.count(0) == 0);
+}
+
+}  // namespace
+
+TEST_CASE("snapshot lists the segments and their blocks, joined to the pool's buffers") {
+    auto ledger = std::make_shared<Ledger>();
+    Arena pool(SubAllocated<MockBackend>(MockBackend(ledger), tiny()));
+    CHECK(pool.snapshot().segments.empty());
+    std::vector<Arena::handle> kept;
+    for (std::size_t n : {1000u, 2000u, 3000u, 1000u, 40000u}) kept.push_back(pool.allocate(n));
+    kept[1].release();  // cached: still a taken block
+    kept[3].release();
+    pool.trim();  // kept[3]'s block goes back: a hole between kept[2] and the tail
+    auto c = pool.allocate(3000);
+    c.release();  // a cached block
+    const auto snap = pool.snapshot();
+    CHECK(snap.segments.size() == 2);  // a small and a large segment
+    CHECK(snap.buffers.size() == 4);
+    check_segments(snap);
+    std::size_t in_use = 0, cached = 0, holes = 0;
+    for (const auto& seg : snap.segments)
+        for (const auto& b : seg.blocks) {
+            in_use += !b.free && b.state == BufferState::in_use;
+            cached += !b.free && b.state == BufferState::cached;
+            holes += b.free;
+        }
+    CHECK(in_use == 3);
+    CHECK(cached == 1);
+    CHECK(holes >= 2);  // fragmentation shows: a free block between taken ones and the tails
+    const std::string json = to_json(snap);
+    CHECK(json.find("\"segments\":[") != std::string::npos);
+    CHECK(json.find("\"state\":\"free\"") != std::string::npos);
+}
+
+TEST_CASE("host::ArenaPool's snapshot agrees with its stats after random work") {
+    host::ArenaPool pool{HostBackend{}};
+    std::mt19937_64 rng(11);
+    std::vector<host::ArenaPool::handle> live;
+    for (int i = 0; i < 400; ++i) {
+        if (!live.empty() && rng() % 3 == 0) live.erase(live.begin() + static_cast<long>(rng() % live.size()));
+        else live.push_back(pool.allocate(1 + rng() % (3u << 20)));
+        if (i % 97 == 0) pool.trim();
+    }
+    const auto snap = pool.snapshot();
+    CHECK(!snap.segments.empty());
+    check_segments(snap);
+}

@@ -1,11 +1,15 @@
 #!/usr/bin/env python3
-"""clpool-viz on a real snapshot (snapshot_demo's) and on bad input: the report is written, carries
-every buffer, and a truncated file or another schema version gets an error naming the line or field.
+"""clpool-viz on a real snapshot (snapshot_demo's), on the hand-made version 2 example
+(tests/data/viz/snapshot_v2.json: history, call sites, segments, an out-of-memory) and on bad
+input: the report is written and carries every buffer, the PyTorch pickle loads back with the
+structure PyTorch's memory viewer reads, and a truncated file or another schema version gets an
+error naming the line or field.
 
     test_viz.py SNAPSHOT_DEMO CLPOOL_VIZ OUT_DIR
 """
 import json
 import os
+import pickle
 import re
 import subprocess
 import sys
@@ -32,7 +36,17 @@ with open(snap_path, encoding="utf-8") as f:
     text = f.read()
 snap = json.loads(text)
 buffers = sum(len(p["buffers"]) for p in snap["pools"])
-check(buffers == 17, f"the demo snapshot holds 17 buffers (found {buffers})")
+check(snap["version"] == 2, f"the demo snapshot is version 2 (found {snap['version']})")
+check(buffers == 17 + 9, f"the demo snapshot holds 17 + 9 buffers (found {buffers})")
+arena = [p for p in snap["pools"] if p.get("segments")]
+check(len(arena) == 1, "the demo's arena pool lists its segments")
+if arena:
+    blocks = [b for s in arena[0]["segments"] for b in s["blocks"]]
+    check(sum(b["bytes"] for b in blocks) == sum(s["bytes"] for s in arena[0]["segments"]),
+          "its blocks add up to its segments")
+    taken = sorted(b["buffer_id"] for b in blocks if b["state"] != "free")
+    check(taken == sorted(b["id"] for b in arena[0]["buffers"]), "each of its buffers lies in one block")
+    check(any(b["state"] == "free" for b in blocks), "it shows free holes")
 
 html = os.path.join(out, "viz-demo.html")
 r = run_viz(snap_path, html)
@@ -40,7 +54,7 @@ check(r.returncode == 0 and r.stderr == "", f"clpool-viz writes the report ({r.s
 page = open(html, encoding="utf-8").read()
 check("http://" not in page.replace("http://www.w3.org/2000/svg", "") and "https://" not in page,
       "the report loads nothing from the network")
-check(page.count('"state":"in_use"') == 12, "the report embeds every in-use buffer")
+check(page.count('"state":"in_use"') == 12 + 6 + 6, "the report embeds every in-use buffer (and block)")
 
 # Truncated: the error names a line.
 trunc = os.path.join(out, "viz-cut.json")
@@ -52,11 +66,21 @@ check(r.returncode == 2 and re.search(r"line \d+, column \d+: not valid JSON", r
 check(not os.path.exists(os.path.join(out, "viz-cut.html")), "no report is written for it")
 
 # Another version: the error names the field.
-other = dict(snap, version=2)
-bad = os.path.join(out, "viz-v2.json")
+other = dict(snap, version=3)
+bad = os.path.join(out, "viz-v3.json")
 json.dump(other, open(bad, "w", encoding="utf-8"))
-r = run_viz(bad, os.path.join(out, "viz-v2.html"))
-check(r.returncode == 2 and "'version' is 2" in r.stderr, f"version 2: exit 2 naming 'version' ({r.stderr.strip()})")
+r = run_viz(bad, os.path.join(out, "viz-v3.html"))
+check(r.returncode == 2 and "'version' is 3" in r.stderr and "versions 1 and 2" in r.stderr,
+      f"version 3: exit 2 naming 'version' ({r.stderr.strip()})")
+
+# Version 1 is still read.
+v1 = json.loads(text)
+v1["version"] = 1
+for p in v1["pools"]:
+    p.pop("segments", None)
+json.dump(v1, open(bad, "w", encoding="utf-8"))
+r = run_viz(bad, os.path.join(out, "viz-v1.html"))
+check(r.returncode == 0, f"a version 1 snapshot is read ({r.stderr.strip()})")
 
 # A buffer without a field: its path.
 broken = json.loads(text)
@@ -73,5 +97,91 @@ json.dump(evil, open(bad, "w", encoding="utf-8"))
 r = run_viz(bad, os.path.join(out, "viz-evil.html"))
 page = open(os.path.join(out, "viz-evil.html"), encoding="utf-8").read()
 check(r.returncode == 0 and page.count("</script>") == 2, "a tag cannot close the page's script")
+
+# ---- Version 2: the hand-made example with history, call sites, segments and an out-of-memory.
+v2_path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "viz", "snapshot_v2.json")
+v2_text = open(v2_path, encoding="utf-8").read()
+v2 = json.loads(v2_text)
+pt = os.path.join(out, "viz-v2.pickle")
+r = subprocess.run([sys.executable, viz, v2_path, "-o", os.path.join(out, "viz-v2.html"), "--pytorch", pt],
+                   capture_output=True, text=True)
+check(r.returncode == 0 and r.stderr == "", f"clpool-viz reads version 2 and writes both outputs ({r.stderr.strip()})")
+page = open(os.path.join(out, "viz-v2.html"), encoding="utf-8").read()
+check('"history"' in page and '"segments"' in page and '"frames"' in page, "the report embeds history, segments, frames")
+
+
+def bad_v2(mutate, what, expect):
+    doc = json.loads(v2_text)
+    mutate(doc)
+    path = os.path.join(out, "viz-bad-v2.json")
+    json.dump(doc, open(path, "w", encoding="utf-8"))
+    r = run_viz(path, os.path.join(out, "viz-bad-v2.html"))
+    check(r.returncode == 2 and expect in r.stderr, f"{what}: exit 2 naming {expect!r} ({r.stderr.strip()})")
+
+
+bad_v2(lambda d: d["pools"][0]["history"]["events"][3].update(action="explode"), "an unknown action",
+       "pools[0].history.events[3].action")
+bad_v2(lambda d: d["pools"][1]["segments"][0]["blocks"][1].pop("bytes"), "a block without bytes",
+       "pools[1].segments[0].blocks[1].bytes: missing")
+bad_v2(lambda d: d["pools"][0]["buffers"][2].update(frames=[7]), "a frame that is not a string",
+       "pools[0].buffers[2].frames[0]")
+
+# The PyTorch pickle: torch.cuda.memory._snapshot()'s structure, checked as _memory_viz reads it.
+data = pickle.load(open(pt, "rb"))
+check(isinstance(data, dict) and set(data) >= {"segments", "device_traces"}, "the pickle is a dict of segments and traces")
+segs, traces = data.get("segments", []), data.get("device_traces", [])
+check(len(traces) == len(v2["pools"]), "one device trace per pool")
+SEG_KEYS = {"device", "address", "total_size", "allocated_size", "active_size", "requested_size", "stream",
+            "segment_type", "blocks"}
+BLOCK_STATES = {"active_allocated", "inactive", "active_pending_free"}
+seg_ok = frame_ok = True
+ranges = []
+for seg in segs:
+    seg_ok &= SEG_KEYS <= set(seg) and seg["segment_type"] in ("small", "large")
+    addr, allocated, active, internal, external = seg["address"], 0, 0, 0, 0
+    for b in seg["blocks"]:
+        seg_ok &= {"address", "size", "requested_size", "state", "frames"} <= set(b) and b["state"] in BLOCK_STATES
+        seg_ok &= b["address"] == addr  # contiguous, in address order
+        addr += b["size"]
+        if b["state"] == "active_allocated":  # as _memory_viz.segsum counts
+            allocated += b["requested_size"]
+            internal += b["size"] - b["requested_size"]
+            seg_ok &= b["requested_size"] <= b["size"]
+        else:
+            external += b["size"]
+        for f in b["frames"]:
+            frame_ok &= set(f) == {"filename", "line", "name"} and isinstance(f["line"], int)
+    seg_ok &= addr == seg["address"] + seg["total_size"]
+    seg_ok &= allocated + internal + external == seg["total_size"]  # segsum's assertion
+    seg_ok &= seg["allocated_size"] == sum(b["size"] for b in seg["blocks"] if b["state"] == "active_allocated")
+    ranges.append((seg["address"], seg["address"] + seg["total_size"]))
+ranges.sort()
+check(seg_ok, "every segment has the fields and blocks that tile it, and passes segsum's sum")
+check(frame_ok, "every frame is {filename, line, name}")
+check(all(a[1] <= b[0] for a, b in zip(ranges, ranges[1:])), "no two segments overlap")
+for i, pool in enumerate(v2["pools"]):
+    mine = [s for s in segs if s["device"] == i]
+    in_use = sum(1 for s in mine for b in s["blocks"] if b["state"] == "active_allocated")
+    pending = sum(1 for s in mine for b in s["blocks"] if b["state"] == "active_pending_free")
+    check(in_use == sum(1 for b in pool["buffers"] if b["state"] == "in_use") and
+          pending == sum(1 for b in pool["buffers"] if b["state"] == "pending"),
+          f"pool {i}: its in-use and pending buffers are active blocks of device {i}")
+    events = (pool.get("history") or {}).get("events", [])
+    trace = traces[i] if i < len(traces) else []
+    actions = [e["action"] for e in trace]
+    check(actions.count("alloc") == sum(1 for e in events if e["action"] == "alloc"),
+          f"pool {i}: one trace alloc per history alloc")
+    check(actions.count("oom") == sum(1 for e in events if e["action"] == "oom"), f"pool {i}: the oom is in its trace")
+    check(all({"action", "size", "stream", "frames", "time_us"} <= set(e) and
+              ("device_free" in e if e["action"] == "oom" else "addr" in e) for e in trace),
+          f"pool {i}: every trace entry has the fields _memory_viz.trace reads")
+    requested, ordered = set(), True
+    for e in trace:
+        if e["action"] == "free_requested":
+            requested.add(e["addr"])
+        elif e["action"] == "free_completed":
+            ordered &= e["addr"] in requested
+            requested.discard(e["addr"])
+    check(ordered, f"pool {i}: each free is requested before it completes")
 
 sys.exit(1 if failures else 0)

@@ -10,6 +10,7 @@ static cl_context track_context(cl_context c, cl_int* err) {
     if (!c) return c;
     State& st = state();
     st.saw_context = true;
+    keep_snapshot_signal();
     try {
         std::lock_guard lock(st.mu);
         auto cs = std::make_shared<ContextState>();

@@ -22,6 +22,7 @@ State& state() {
         // never starts with it held by a thread it does not have.
         detail::fork_locks::add_mutex(detail::fork_rank::interposer_state, st->mu);
         arm_exit_report(*st);
+        arm_snapshot();
         if (const char* path = std::getenv("CLPOOL_TRACE"); path && *path) {
             if (FILE* f = std::fopen(path, "w")) st->trace = new Trace(f);
             else

@@ -96,6 +96,12 @@ struct State {
 State& state();
 // Reads CLPOOL_REPORT into st and registers what runs at exit (exit_report.cpp).
 void arm_exit_report(State& st);
+// CLPOOL_SNAPSHOT=path: registers the snapshot written at exit, and on
+// SIGUSR1 by a thread of its own (snapshot_writer.cpp; docs/DROPIN.md).
+void arm_snapshot();
+// Puts the SIGUSR1 handler back in front if a driver installed its own over it
+// (LLVM in PoCL does, when the driver loads): called after a context is made.
+void keep_snapshot_signal() noexcept;
 
 // Fills an info query's answer as the driver would: CL_INVALID_VALUE when the
 // caller's room is too small.

@@ -1,4 +1,4 @@
-// snapshot_demo: writes the snapshot of a small host pool (buffers in use with tags, cached ones), for clpool-viz's tests.
+// snapshot_demo: writes the snapshot of a small host pool (buffers in use with tags, cached ones) and of a host arena (segments with holes), for clpool-viz's tests.
 #include <clpool/core/snapshot_json.hpp>
 #include <clpool/pools/aliases.hpp>
 
@@ -21,13 +21,23 @@ int main(int argc, char** argv) {
     std::vector<clpool::host::BufferPool::handle> gone;
     for (std::size_t i = 0; i < 4; ++i) gone.push_back(pool.allocate(20000 * (i + 1)));
     gone.clear();  // cached
+    // A host arena: blocks carved from one 2 MiB segment; three go back to it (holes), three stay cached.
+    clpool::host::ArenaPool arena{clpool::HostBackend{}};
+    std::vector<clpool::host::ArenaPool::handle> carved;
+    for (std::size_t i = 0; i < 10; ++i) carved.push_back(arena.allocate(40000 + 25000 * (i % 4)));
+    for (std::size_t i : {1u, 4u, 7u}) carved[i].release();
+    arena.trim();  // their blocks go back to the segment: free holes between blocks in use
+    carved[8].release();
+    arena.allocate(3000).release();  // carved into a hole, then cached
+    arena.allocate(5000).release();
     clpool::ProcessSnapshot snap;
     snap.pools.push_back(pool.snapshot());
+    snap.pools.push_back(arena.snapshot());
     snap.taken_ns = snap.pools.back().taken_ns;
     if (!clpool::write_snapshot(argv[1], snap)) {
         std::fprintf(stderr, "snapshot_demo: cannot write %s\n", argv[1]);
         return 1;
     }
-    std::printf("%zu buffers\n", snap.pools.back().buffers.size());
+    std::printf("%zu + %zu buffers\n", snap.pools.front().buffers.size(), snap.pools.back().buffers.size());
     return 0;
 }

@@ -5,6 +5,7 @@
 #include <clpool/core/backend.hpp>
 #include <clpool/core/errors.hpp>
 #include <clpool/core/memory_kind.hpp>
+#include <clpool/core/snapshot.hpp>
 #include <clpool/core/stats.hpp>
 #include <clpool/core/detail/process_state.hpp>
 
@@ -18,6 +19,7 @@
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 namespace clpool {
 
@@ -260,6 +262,35 @@ public:
         s.largest_free_block = space.largest_free();
         s.segment_allocations = space.segment_allocations() + shared_->fallbacks;
         s.sub_buffer_fallbacks = shared_->fallbacks;
+    }
+
+    // Every segment with its ranges, in address order: a block taken by a
+    // buffer is listed as in use with no buffer id (the pool fills both in,
+    // matching place_of). Throws bad_alloc only.
+    void add_segments(std::vector<SegmentInfo>& out) const {
+        std::lock_guard lock(shared_->space.mutex());
+        shared_->space.for_each_segment([&](const typename arena_type::segment& seg) {
+            SegmentInfo info;
+            info.id = reinterpret_cast<std::uintptr_t>(&seg);
+            info.bytes = seg.size;
+            for (const auto* r = seg.first; r; r = r->next) {
+                SegmentBlock b;
+                b.offset = r->offset;
+                b.bytes = r->size;
+                b.free = r->free;
+                if (r->free) {
+                    info.free_bytes += r->size;
+                    info.largest_free = std::max(info.largest_free, r->size);
+                }
+                info.blocks.push_back(b);
+            }
+            out.push_back(std::move(info));
+        });
+    }
+    // The segment (SegmentInfo::id) and offset of a block; {0, 0} for a fallback block or an empty one.
+    std::pair<std::uintptr_t, std::size_t> place_of(const memory_type& m) const noexcept {
+        if (!m.range_) return {0, 0};
+        return {reinterpret_cast<std::uintptr_t>(m.range_->seg), m.range_->offset};
     }
 
     // In a fork child: forget the parent's handles and never free a segment.

@@ -4,12 +4,16 @@
 #pragma once
 
 #include <clpool/core/memory_kind.hpp>
+#include <clpool/core/snapshot.hpp>
 #include <clpool/core/stats.hpp>
 
 #include <concepts>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
 namespace clpool {
 
@@ -58,7 +62,12 @@ enum class backend_ability : unsigned {
     // serves from what it already holds, never the driver (status
     // out_of_memory when nothing fits); `std::size_t release_empty() noexcept`
     // gives whole empty segments back to the driver (returns their bytes);
-    // `void add_stats(PoolStats&) const noexcept` fills the segment fields.
+    // `void add_stats(PoolStats&) const noexcept` fills the segment fields;
+    // `void add_segments(std::vector<SegmentInfo>&) const` appends every
+    // segment and its blocks (block states and buffer ids left to the pool),
+    // and `std::pair<std::uintptr_t, std::size_t> place_of(const memory_type&) const noexcept`
+    // names the segment (its SegmentInfo::id) and offset of one block ({0, 0}
+    // for one outside every segment): a snapshot joins blocks to buffers by them.
     // The pool then gives its cache back to the backend before it lets the
     // backend grow (allocate), and trim() calls release_empty().
     sub_allocates = 1u << 3,
@@ -146,10 +155,13 @@ concept backend_abandon = requires(B& b) {
 // backend_ability::sub_allocates.
 template <class B>
 concept backend_sub_allocates =
-    backend_memory<B> && requires(B& b, const B& cb, std::size_t n, MemoryKind k, PoolStats& s) {
+    backend_memory<B> && requires(B& b, const B& cb, std::size_t n, MemoryKind k, PoolStats& s,
+                                  std::vector<SegmentInfo>& segs, const typename B::memory_type& m) {
         { b.allocate_held(n, k) } noexcept -> std::same_as<Allocation<typename B::memory_type>>;
         { b.release_empty() } noexcept -> std::same_as<std::size_t>;
         { cb.add_stats(s) } noexcept -> std::same_as<void>;
+        { cb.add_segments(segs) } -> std::same_as<void>;
+        { cb.place_of(m) } noexcept -> std::same_as<std::pair<std::uintptr_t, std::size_t>>;
     };
 
 // backend_ability::free_waits_for_events: waits with the events' members.
@@ -166,8 +178,9 @@ concept has_event_members =
 template <class B>
 concept has_abandon_member = requires { &B::abandon; } || requires(B& b) { b.abandon(); };
 template <class B>
-concept has_sub_allocation_members =
-    requires { &B::allocate_held; } || requires { &B::release_empty; } || requires { &B::add_stats; };
+concept has_sub_allocation_members = requires { &B::allocate_held; } || requires { &B::release_empty; } || requires {
+    &B::add_stats;
+} || requires { &B::add_segments; } || requires { &B::place_of; };
 // The bool flag older backends set; now backend_ability::free_waits_for_events.
 template <class B>
 concept has_free_waits_member = requires { B::free_waits_for_events; };
@@ -251,10 +264,13 @@ consteval bool diagnose_backend() {
         static_assert(backend_sub_allocates<B>,
                       "clpool: the backend declares backend_ability::sub_allocates but lacks one of "
                       "`Allocation<memory_type> allocate_held(std::size_t, MemoryKind) noexcept`, "
-                      "`std::size_t release_empty() noexcept`, `void add_stats(PoolStats&) const noexcept`");
+                      "`std::size_t release_empty() noexcept`, `void add_stats(PoolStats&) const noexcept`, "
+                      "`void add_segments(std::vector<SegmentInfo>&) const`, "
+                      "`std::pair<std::uintptr_t, std::size_t> place_of(const memory_type&) const noexcept`");
     } else {
         static_assert(!has_sub_allocation_members<B>,
-                      "clpool: the backend has `allocate_held`, `release_empty` or `add_stats` but does not declare "
+                      "clpool: the backend has `allocate_held`, `release_empty`, `add_stats`, `add_segments` or "
+                      "`place_of` but does not declare "
                       "backend_ability::sub_allocates in `abilities` (an undeclared member would go unused)");
     }
     static_assert(!has_free_waits_member<B>,
@@ -317,6 +333,16 @@ struct backend_traits {
     // The segment fields of a snapshot (no sub_allocates: left at zero).
     static void add_stats(const B& backend, PoolStats& s) noexcept {
         if constexpr (sub_allocates) backend.add_stats(s);
+    }
+    // The segments of a snapshot (no sub_allocates: none). Throws bad_alloc only.
+    static void add_segments(const B& backend, std::vector<SegmentInfo>& out) {
+        if constexpr (sub_allocates) backend.add_segments(out);
+    }
+    // The segment id and offset of one block (no sub_allocates: {0, 0}).
+    static std::pair<std::uintptr_t, std::size_t> place_of(const B& backend,
+                                                           const typename B::memory_type& m) noexcept {
+        if constexpr (sub_allocates) return backend.place_of(m);
+        else return {0, 0};
     }
 };
 

@@ -148,6 +148,7 @@ public:
         PoolSnapshot out;
         out.pool = backend_.name();
         out.taken_ns = detail::steady_ns();
+        std::vector<detail::buffer_place> places;  // a sub-allocating pool's: blocks to buffers
         auto walk = [&](PoolStats s, const auto& held_by_front) {
             lists_.for_each_block([&](const block_type& b, BufferState state, std::uint64_t seq) {
                 if (state == BufferState::in_use && held_by_front(&b)) state = BufferState::cached;
@@ -161,8 +162,15 @@ public:
                 info.handouts_since = seq - b.handout_seq;
                 if (const char* tag = b.current_tag()) info.tag = tag;
                 info.id = reinterpret_cast<std::uintptr_t>(&b);
+                if constexpr (traits::sub_allocates)
+                    places.push_back({traits::place_of(backend_, b.memory), info.id, info.state});
                 out.buffers.push_back(std::move(info));
             });
+            // Under the pool's locks too (they come before the arena's), so
+            // the blocks and buffers agree but for one being made or freed.
+            traits::add_segments(backend_, out.segments);
+            detail::join_segments(out.segments, places);
+            traits::add_stats(backend_, s);  // the segment counters, as stats() has them
             return s;
         };
         if constexpr (requires { front_.inspect(lists_, walk); }) out.stats = front_.inspect(lists_, walk);

@@ -3,11 +3,13 @@
 
 #include <clpool/core/stats.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace clpool {
@@ -45,20 +47,42 @@ struct BufferInfo {
     std::uintptr_t id = 0;     // stable while the buffer lives (its node's address)
 };
 
+// One range of a segment (a sub-allocating pool, SubAllocated): a buffer's
+// block or free space. Blocks are rounded to the arena's granularity, so a
+// buffer's block may be larger than its bytes_held.
+struct SegmentBlock {
+    std::size_t offset = 0;
+    std::size_t bytes = 0;
+    bool free = false;                        // free space of the segment; state and buffer_id mean nothing then
+    BufferState state = BufferState::in_use;  // its buffer's state
+    std::uintptr_t buffer_id = 0;  // its buffer's BufferInfo::id; 0 for a block no buffer of the pool lists
+        // (being made or freed right now, or kept by a handle that outlived its pool)
+};
+
+// One segment: a driver allocation that blocks are carved from.
+struct SegmentInfo {
+    std::uintptr_t id = 0;  // stable while the segment lives
+    std::size_t bytes = 0;
+    std::size_t free_bytes = 0;
+    std::size_t largest_free = 0;
+    std::vector<SegmentBlock> blocks;  // in address order; their bytes add up to `bytes`
+};
+
 // What Pool::snapshot() returns: `stats` and `buffers` were read under the
 // same locks, so the totals agree (bytes and buffer counts per state).
 struct PoolSnapshot {
-    std::string pool;             // the backend's name
-    std::uint64_t taken_ns = 0;   // steady clock, same base as BufferInfo::made_ns
+    std::string pool;  // the backend's name
+    std::uint64_t taken_ns = 0;  // steady clock, same base as BufferInfo::made_ns
     PoolStats stats;
     std::vector<BufferInfo> buffers;  // in use first
+    std::vector<SegmentInfo> segments;  // a sub-allocating pool's (SubAllocated); empty for others
 };
 
 // The moment of an out-of-memory (clpool::out_of_memory, CLPOOL_OOM_SNAPSHOT).
 struct OutOfMemoryRecord {
-    std::string pool;                   // the backend's name
-    std::size_t requested = 0;          // what was asked
-    std::size_t bucket_size = 0;        // what the driver was asked for
+    std::string pool;  // the backend's name
+    std::size_t requested = 0;  // what was asked
+    std::size_t bucket_size = 0;  // what the driver was asked for
     std::size_t cached_given_back = 0;  // cached and pending bytes trimmed before the retry
     int native_code = 0;
 };
@@ -71,6 +95,29 @@ struct ProcessSnapshot {
 };
 
 namespace detail {
+// Where a buffer of a sub-allocating pool lies: its segment's id and offset.
+struct buffer_place {
+    std::pair<std::uintptr_t, std::size_t> at;
+    std::uintptr_t id = 0;
+    BufferState state = BufferState::in_use;
+    bool operator<(const buffer_place& o) const noexcept { return at < o.at; }
+};
+
+// Gives each taken block of `segments` the id and state of the buffer that
+// lies there (a block no buffer claims keeps in_use and id 0).
+inline void join_segments(std::vector<SegmentInfo>& segments, std::vector<buffer_place>& places) {
+    std::sort(places.begin(), places.end());
+    for (auto& seg : segments)
+        for (auto& blk : seg.blocks) {
+            if (blk.free) continue;
+            const buffer_place key{{seg.id, blk.offset}};
+            const auto it = std::lower_bound(places.begin(), places.end(), key);
+            if (it == places.end() || it->at != key.at) continue;
+            blk.state = it->state;
+            blk.buffer_id = it->id;
+        }
+}
+
 inline std::uint64_t steady_ns() noexcept {
     return static_cast<std::uint64_t>(
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())

@@ -6,13 +6,14 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 namespace clpool {
 
 // The schema's name and version (docs/OBSERVABILITY.md). A reader refuses
 // another version: fields may change meaning between versions.
 inline constexpr const char* snapshot_schema = "clpool.snapshot";
-inline constexpr int snapshot_schema_version = 1;
+inline constexpr int snapshot_schema_version = 2;
 
 namespace detail {
 
@@ -41,6 +42,34 @@ inline void json_field(std::string& out, const char* name, std::uint64_t v, bool
     out += name;
     out += "\":";
     out += std::to_string(v);
+}
+
+// A sub-allocating pool's segments (version 2): each block at its offset,
+// "free" or its buffer's state and id.
+inline void json_segments(std::string& out, const std::vector<SegmentInfo>& segments) {
+    out += ",\"segments\":[";
+    for (std::size_t i = 0; i < segments.size(); ++i) {
+        const auto& seg = segments[i];
+        out += i ? ",\n{" : "\n{";
+        json_field(out, "id", seg.id, false);
+        json_field(out, "bytes", seg.bytes);
+        json_field(out, "free_bytes", seg.free_bytes);
+        json_field(out, "largest_free", seg.largest_free);
+        out += ",\"blocks\":[";
+        for (std::size_t j = 0; j < seg.blocks.size(); ++j) {
+            const auto& b = seg.blocks[j];
+            out += j ? ",{" : "{";
+            json_field(out, "offset", b.offset, false);
+            json_field(out, "bytes", b.bytes);
+            out += ",\"state\":\"";
+            out += b.free ? "free" : to_string(b.state);
+            out += '"';
+            json_field(out, "buffer_id", b.free ? 0 : b.buffer_id);
+            out += '}';
+        }
+        out += "]}";
+    }
+    out += ']';
 }
 
 inline void json_pool(std::string& out, const PoolSnapshot& p) {
@@ -94,12 +123,14 @@ inline void json_pool(std::string& out, const PoolSnapshot& p) {
         json_string(out, b.tag);
         out += '}';
     }
-    out += "]}";
+    out += ']';
+    if (!p.segments.empty()) json_segments(out, p.segments);
+    out += '}';
 }
 
 }  // namespace detail
 
-// The JSON of docs/OBSERVABILITY.md (schema "clpool.snapshot", version 1).
+// The JSON of docs/OBSERVABILITY.md (schema "clpool.snapshot", version 2).
 inline std::string to_json(const ProcessSnapshot& snap) {
     std::string out = "{\"schema\":\"";
     out += snapshot_schema;

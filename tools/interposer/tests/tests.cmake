@@ -25,6 +25,16 @@ foreach(mode preload layer)
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/tests/report_and_trace.sh $<TARGET_FILE:interpose_semantics> ${_lib} ${mode})
 endforeach()
 
+# CLPOOL_SNAPSHOT: the snapshot on SIGUSR1 and at exit (snapshot_check.py runs the program).
+add_executable(interpose_snapshot ${CMAKE_CURRENT_SOURCE_DIR}/tests/interpose_snapshot.c)
+target_link_libraries(interpose_snapshot PRIVATE OpenCL::OpenCL clpool_warnings ${CMAKE_DL_LIBS})
+add_dependencies(interpose_semantics interpose_snapshot)
+foreach(mode preload layer)
+  add_test(NAME interpose_snapshot.${mode}
+           COMMAND Python3::Interpreter ${CMAKE_CURRENT_SOURCE_DIR}/tests/snapshot_check.py
+                   $<TARGET_FILE:interpose_snapshot> ${_lib} ${mode})
+endforeach()
+
 # Out of host memory: the program's own operator new throws std::bad_alloc on demand (exported
 # with -rdynamic so the interposer's calls reach it; -fexceptions to unwind through it).
 add_executable(interpose_bad_alloc ${CMAKE_CURRENT_SOURCE_DIR}/tests/interpose_bad_alloc.c)

@@ -177,6 +177,12 @@ public:
         return bytes;
     }
 
+    // f(segment) for every segment, oldest first (snapshots walk its ranges from first).
+    template <class F>
+    void for_each_segment(F&& f) const {
+        for (const segment& s : segments_) f(s);
+    }
+
     // In a fork child: never free the parent's memory.
     void abandon() noexcept { abandoned_ = true; }
 

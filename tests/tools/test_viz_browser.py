@@ -1,0 +1,34 @@
+#!/usr/bin/env python3
+"""clpool-viz's reports in headless Chromium (browser_check.py), for ctest: snapshot_demo's snapshot
+(bucket map, segment map, no history) and the hand-made version 2 example (timeline, segments,
+out-of-memory marks, call sites); and a page with a script error, which the check must catch.
+Exit 77 (ctest: skipped) when no chromium is installed (Debian's chromium, .ci/deps.d/viz.txt).
+
+    test_viz_browser.py SNAPSHOT_DEMO CLPOOL_VIZ OUT_DIR
+"""
+import os
+import shutil
+import subprocess
+import sys
+
+demo, viz, out = sys.argv[1:4]
+if not (shutil.which("chromium") or shutil.which("chromium-browser")):
+    print("chromium is not installed: skipped (apt-get install chromium)")
+    sys.exit(77)
+here = os.path.dirname(os.path.abspath(__file__))
+check = os.path.join(here, "browser_check.py")
+os.makedirs(out, exist_ok=True)
+demo_json = os.path.join(out, "browser-demo.json")
+subprocess.run([demo, demo_json], check=True, capture_output=True)
+cases = [(demo_json, "browser-demo.html"),
+         (os.path.join(here, "..", "data", "viz", "snapshot_v2.json"), "browser-v2.html")]
+failed = False
+for snap, page in cases:
+    page = os.path.join(out, page)
+    subprocess.run([sys.executable, viz, snap, "-o", page], check=True)
+    failed |= subprocess.run([sys.executable, check, page, snap]).returncode != 0
+    broken = page.replace(".html", "-broken.html")
+    with open(page, encoding="utf-8") as f, open(broken, "w", encoding="utf-8") as g:
+        g.write(f.read().replace("render(JSON.parse", "render(undefined_function(), JSON.parse"))
+    failed |= subprocess.run([sys.executable, check, broken, snap, "--expect-error"]).returncode != 0
+sys.exit(1 if failed else 0)
