@@ -2,7 +2,8 @@
 """clpool-viz's reports in headless Chromium (browser_check.py), for ctest: snapshot_demo's snapshot
 (bucket map, segment map, no history) and the hand-made version 2 example (timeline, segments,
 out-of-memory marks, call sites); and a page with a script error, which the check must catch.
-Exit 77 (ctest: skipped) when no chromium is installed (Debian's chromium, .ci/deps.d/viz.txt).
+Exit 77 (ctest: skipped) when no chromium is installed (Debian's chromium, .ci/deps.d/viz.txt),
+except under CI (CI set), which installs it: there a missing browser is a failure.
 
     test_viz_browser.py SNAPSHOT_DEMO CLPOOL_VIZ OUT_DIR
 """
@@ -13,6 +14,9 @@ import sys
 
 demo, viz, out = sys.argv[1:4]
 if not (shutil.which("chromium") or shutil.which("chromium-browser")):
+    if os.environ.get("CI"):
+        print("chromium is not installed, and CI must have it (.ci/deps.d/viz.txt): failed")
+        sys.exit(1)
     print("chromium is not installed: skipped (apt-get install chromium)")
     sys.exit(77)
 here = os.path.dirname(os.path.abspath(__file__))
