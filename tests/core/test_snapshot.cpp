@@ -117,7 +117,7 @@ TEST_CASE("to_json writes the versioned schema with every buffer, and escapes ta
     a.set_tag("quote\" back\\ nl\n");
     pool->allocate(4096).release();
     const std::string j = to_json(pool->snapshot());
-    CHECK(j.find("\"schema\":\"clpool.snapshot\",\"version\":1,") != std::string::npos);
+    CHECK(j.find("\"schema\":\"clpool.snapshot\",\"version\":2,") != std::string::npos);
     CHECK(j.find("\"tag\":\"quote\\\" back\\\\ nl\\u000a\"") != std::string::npos);
     CHECK(j.find("\"state\":\"in_use\"") != std::string::npos);
     CHECK(j.find("\"state\":\"cached\"") != std::string::npos);

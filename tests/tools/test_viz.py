@@ -34,6 +34,28 @@ snap = json.loads(text)
 buffers = sum(len(p["buffers"]) for p in snap["pools"])
 check(buffers == 17, f"the demo snapshot holds 17 buffers (found {buffers})")
 
+# Version 2: the history (30 events, oldest first) and each buffer's call site, naming the demo's function.
+check(snap["version"] == 2, f"schema version 2 (found {snap['version']})")
+pool = snap["pools"][0]
+hist = pool.get("history", {})
+events = hist.get("events", [])
+check(hist.get("capacity") == 64 and hist.get("recorded") == 30 and hist.get("dropped") == 0 and len(events) == 30,
+      f"history: capacity 64, 30 recorded, none dropped ({ {k: v for k, v in hist.items() if k != 'events'} })")
+check(all(a["t_ns"] <= b["t_ns"] for a, b in zip(events, events[1:])), "history events are oldest first")
+check(events and all(e["t_ns"] <= pool["taken_ns"] for e in events), "no event is after the snapshot")
+actions = [e["action"] for e in events]
+check(actions.count("alloc") == 21 and actions.count("free") == 9, f"21 allocs and 9 frees ({actions})")
+hits = sum(1 for e in events if e["action"] == "alloc" and e["hit"])
+check(hits == 4, f"4 of the allocs hit the cache (found {hits})")
+check(all(("hit" in e) == (e["action"] == "alloc") for e in events), "'hit' is on allocs alone")
+check(all(isinstance(e["tag"], (str, type(None))) and e["frames"] for e in events), "every event has a call site")
+ids = {b["id"] for b in pool["buffers"]}
+check(all(e["id"] in ids for e in events), "every event names a buffer of the snapshot by its id")
+first = pool["buffers"][0]["frames"]
+check(first and first[0].startswith("snapshot_demo_fill"),
+      f"an in-use buffer's innermost frame is the demo's function ({first[:1]})")
+check(all(b.get("frames") for b in pool["buffers"]), "every buffer has its holder's call site")
+
 html = os.path.join(out, "viz-demo.html")
 r = run_viz(snap_path, html)
 check(r.returncode == 0 and r.stderr == "", f"clpool-viz writes the report ({r.stderr.strip()})")
@@ -52,11 +74,11 @@ check(r.returncode == 2 and re.search(r"line \d+, column \d+: not valid JSON", r
 check(not os.path.exists(os.path.join(out, "viz-cut.html")), "no report is written for it")
 
 # Another version: the error names the field.
-other = dict(snap, version=2)
-bad = os.path.join(out, "viz-v2.json")
+other = dict(snap, version=3)
+bad = os.path.join(out, "viz-v3.json")
 json.dump(other, open(bad, "w", encoding="utf-8"))
-r = run_viz(bad, os.path.join(out, "viz-v2.html"))
-check(r.returncode == 2 and "'version' is 2" in r.stderr, f"version 2: exit 2 naming 'version' ({r.stderr.strip()})")
+r = run_viz(bad, os.path.join(out, "viz-v3.html"))
+check(r.returncode == 2 and "'version' is 3" in r.stderr, f"version 3: exit 2 naming 'version' ({r.stderr.strip()})")
 
 # A buffer without a field: its path.
 broken = json.loads(text)

@@ -1,6 +1,7 @@
 // PoolSnapshot: every buffer of a pool, with its state, sizes, age and tag, and the pool's stats at that moment.
 #pragma once
 
+#include <clpool/core/history.hpp>
 #include <clpool/core/stats.hpp>
 
 #include <chrono>
@@ -43,6 +44,9 @@ struct BufferInfo {
     std::uint32_t uses = 0;    // times handed out from the shared lists, the first included
     std::string tag;           // the holder's Handle::set_tag; for an idle buffer, its last holder's
     std::uintptr_t id = 0;     // stable while the buffer lives (its node's address)
+    // Where its current (or last) holder allocated it, innermost first; empty
+    // unless the pool's history records call sites (Pool::record_history).
+    std::vector<std::string> frames;
 };
 
 // What Pool::snapshot() returns: `stats` and `buffers` were read under the
@@ -52,6 +56,7 @@ struct PoolSnapshot {
     std::uint64_t taken_ns = 0;   // steady clock, same base as BufferInfo::made_ns
     PoolStats stats;
     std::vector<BufferInfo> buffers;  // in use first
+    std::optional<History> history;   // the recent events, while the pool records them
 };
 
 // The moment of an out-of-memory (clpool::out_of_memory, CLPOOL_OOM_SNAPSHOT).

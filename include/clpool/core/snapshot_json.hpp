@@ -6,13 +6,14 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 namespace clpool {
 
 // The schema's name and version (docs/OBSERVABILITY.md). A reader refuses
 // another version: fields may change meaning between versions.
 inline constexpr const char* snapshot_schema = "clpool.snapshot";
-inline constexpr int snapshot_schema_version = 1;
+inline constexpr int snapshot_schema_version = 2;
 
 namespace detail {
 
@@ -41,6 +42,42 @@ inline void json_field(std::string& out, const char* name, std::uint64_t v, bool
     out += name;
     out += "\":";
     out += std::to_string(v);
+}
+
+inline void json_frames(std::string& out, const std::vector<std::string>& frames) {
+    out += ",\"frames\":[";
+    for (std::size_t i = 0; i < frames.size(); ++i) {
+        if (i) out += ',';
+        json_string(out, frames[i]);
+    }
+    out += ']';
+}
+
+inline void json_history(std::string& out, const History& h) {
+    out += ",\"history\":{";
+    json_field(out, "capacity", h.capacity, false);
+    json_field(out, "recorded", h.recorded);
+    json_field(out, "dropped", h.dropped);
+    out += ",\"events\":[";
+    for (std::size_t i = 0; i < h.events.size(); ++i) {
+        const auto& e = h.events[i];
+        out += i ? ",\n{" : "\n{";
+        json_field(out, "t_ns", e.t_ns, false);
+        out += ",\"action\":\"";
+        out += to_string(e.action);
+        out += '"';
+        if (e.action == HistoryAction::alloc) out += e.hit ? ",\"hit\":true" : ",\"hit\":false";
+        json_field(out, "id", e.id);
+        json_field(out, "bytes_requested", e.bytes_requested);
+        json_field(out, "bytes_held", e.bytes_held);
+        json_field(out, "bucket_size", e.bucket_size);
+        out += ",\"tag\":";
+        if (e.tag.empty()) out += "null";
+        else json_string(out, e.tag);
+        if (!e.frames.empty()) json_frames(out, e.frames);
+        out += '}';
+    }
+    out += "]}";
 }
 
 inline void json_pool(std::string& out, const PoolSnapshot& p) {
@@ -92,14 +129,17 @@ inline void json_pool(std::string& out, const PoolSnapshot& p) {
         json_field(out, "uses", b.uses);
         out += ",\"tag\":";
         json_string(out, b.tag);
+        if (!b.frames.empty()) json_frames(out, b.frames);
         out += '}';
     }
-    out += "]}";
+    out += ']';
+    if (p.history) json_history(out, *p.history);
+    out += '}';
 }
 
 }  // namespace detail
 
-// The JSON of docs/OBSERVABILITY.md (schema "clpool.snapshot", version 1).
+// The JSON of docs/OBSERVABILITY.md (schema "clpool.snapshot", version 2).
 inline std::string to_json(const ProcessSnapshot& snap) {
     std::string out = "{\"schema\":\"";
     out += snapshot_schema;

@@ -1,11 +1,14 @@
 // block: the host-side node for one driver allocation.
 #pragma once
 
+#include <clpool/core/detail/call_sites.hpp>
+
 #include <boost/intrusive/list.hpp>
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <new>
 #include <vector>
 
 namespace clpool::detail {
@@ -41,6 +44,14 @@ struct block {
     const char* tag = nullptr;     // Handle::set_tag's, valid while tag_seq == handout_seq
     std::uint64_t tag_seq = 0;     // handout_seq when the tag was set: a hit need not clear the tag
     std::uint64_t made_ns = 0;     // steady clock when the driver made it
+    // Where its current (or last) holder allocated it; only while a history
+    // records call sites (history_ring.hpp). Made on its first such hand-out.
+    call_site* site = nullptr;
+
+    block() = default;
+    block(const block&) = delete;
+    block& operator=(const block&) = delete;
+    ~block() { delete site; }
 
     static constexpr std::uintptr_t releasing = 1;  // pools are aligned far beyond 2 bytes
 
@@ -55,6 +66,15 @@ struct block {
     void set_tag(const char* t) noexcept {
         tag = t;
         tag_seq = handout_seq;
+    }
+    // A recorded hand-out's call site. Under the lock of whoever hands it out.
+    void keep_site(const call_site& s) noexcept {
+        if (!site) site = new (std::nothrow) call_site;
+        if (site) *site = s;
+    }
+    void drop_site() noexcept {
+        delete site;
+        site = nullptr;
     }
 };
 
