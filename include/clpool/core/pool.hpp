@@ -153,7 +153,7 @@ public:
     // and release; on, a time-stamp read and a slot write per event under the
     // lock the event's path takes anyway (no lock of its own); call sites add
     // a stack walk per event. Memory: up to `events` slots of 48 bytes (plus
-    // 100 with call sites) per lock stripe and per thread with a ThreadCached
+    // 104 with call sites) per lock stripe and per thread with a ThreadCached
     // magazine, each made on its first event.
     // Throws config_error if events > 16777216; bad_alloc.
     void record_history(std::size_t events, CallSites sites = CallSites::off) {

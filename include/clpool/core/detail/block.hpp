@@ -41,8 +41,12 @@ struct block {
     // a miss or by set_tag.
     std::uint64_t handout_seq = 0; // its stripe's hand-outs up to its last one from the shared lists
     std::vector<Event> events;     // pending: reuse after these complete (capacity kept across reuses)
-    const char* tag = nullptr;     // Handle::set_tag's, valid while tag_seq == handout_seq
-    std::uint64_t tag_seq = 0;     // handout_seq when the tag was set: a hit need not clear the tag
+    // Handle::set_tag's, valid while tag_seq == handout_seq. Atomic (relaxed:
+    // plain loads and stores) because a holder may set it, unlocked, while a
+    // snapshot reads it under the lists' locks; a snapshot may then see the
+    // old tag or the new, never a torn pointer.
+    std::atomic<const char*> tag{nullptr};
+    std::atomic<std::uint64_t> tag_seq{0};  // handout_seq when the tag was set: a hit need not clear the tag
     std::uint64_t made_ns = 0;     // steady clock when the driver made it
     // Where its current (or last) holder allocated it; only while a history
     // records call sites (history_ring.hpp). Made on its first such hand-out.
@@ -62,11 +66,14 @@ struct block {
     }
 
     // The current (or, once idle, last) holder's tag; nullptr if it set none.
-    const char* current_tag() const noexcept { return tag_seq == handout_seq ? tag : nullptr; }
-    void set_tag(const char* t) noexcept {
-        tag = t;
-        tag_seq = handout_seq;
+    const char* current_tag() const noexcept {
+        return tag_seq.load(std::memory_order_relaxed) == handout_seq ? tag.load(std::memory_order_relaxed) : nullptr;
     }
+    void set_tag(const char* t) noexcept {
+        tag.store(t, std::memory_order_relaxed);
+        tag_seq.store(handout_seq, std::memory_order_relaxed);
+    }
+    void clear_tag() noexcept { tag.store(nullptr, std::memory_order_relaxed); }
     // A recorded hand-out's call site. Under the lock of whoever hands it out.
     void keep_site(const call_site& s) noexcept {
         if (!site) site = new (std::nothrow) call_site;

@@ -100,6 +100,25 @@ private:
         return buf;
     }
 
+    // "ns::f<T>" of "R ns::f<T>(A) const": a function template's demangled
+    // name starts with its return type, and its arguments may name anything.
+    static std::string_view qualified_name(std::string_view n) noexcept {
+        int depth = 0;
+        std::size_t start = 0, end = n.size();
+        for (std::size_t i = 0; i < n.size(); ++i) {
+            const char c = n[i];
+            if (c == '<') ++depth;
+            else if (c == '>') --depth;
+            else if (c == '(' && depth == 0 && i > 0) {
+                end = i;
+                break;
+            } else if (c == ' ' && depth == 0) {
+                start = i + 1;
+            }
+        }
+        return n.substr(start, end - start);
+    }
+
     const entry& name_of(void* pc) {
         auto [it, fresh] = names_.try_emplace(pc);
         if (fresh) it->second = make(pc);
@@ -119,9 +138,9 @@ private:
                 char* demangled = abi::__cxa_demangle(info.dli_sname, nullptr, nullptr, &status);
                 std::string name = status == 0 && demangled ? demangled : info.dli_sname;
                 std::free(demangled);
-                const std::string_view n = name;
+                const std::string_view f = qualified_name(name);
                 const bool in_clpool =
-                    n.starts_with("clpool::") || (n.starts_with("std::") && n.find("clpool::") != n.npos);
+                    f.starts_with("clpool::") || (f.starts_with("std::") && name.find("clpool::") != std::string::npos);
                 return {name + "+" + hex(addr - reinterpret_cast<std::uintptr_t>(info.dli_saddr)) + " (" + module + ")",
                         in_clpool};
             }

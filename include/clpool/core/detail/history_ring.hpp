@@ -148,6 +148,10 @@ private:
             if (!make_storage()) return;
         }
         slots_[next_] = s;
+        // rdtsc is not ordered with the instructions around it: keep one
+        // ring's events in the order recorded, so the merge by time does too.
+        if (s.ticks < last_ticks_) slots_[next_].ticks = last_ticks_;
+        last_ticks_ = slots_[next_].ticks;
         if (sites_) {
             if (site) sites_[next_] = *site;
             else sites_[next_].count = 0;
@@ -168,6 +172,7 @@ private:
     std::size_t next_ = 0;  // the slot the next event fills
     std::size_t kept_ = 0;
     std::uint64_t recorded_ = 0;
+    std::uint64_t last_ticks_ = 0;
     bool stacks_;
 };
 

@@ -376,7 +376,7 @@ private:
         m.bytes_idle -= b->bucket_bytes;
         m.requested += nbytes;
         b->requested = nbytes;
-        b->tag = nullptr;  // a hand-out from a magazine does not move handout_seq
+        b->clear_tag();  // a hand-out from a magazine does not move handout_seq
         if constexpr (Record) {
             if (m.history) {
                 m.history->record(HistoryAction::alloc, true, reinterpret_cast<std::uintptr_t>(b), nbytes,
