@@ -2,6 +2,9 @@
 //
 // hit/<pool>/<bytes>: one allocate + release of a buffer the pool already
 //   caches (a hit pair). Time per iteration = ns per pair.
+// hit/<lock>+history_{off,on,stacks}/<backend>/<bytes>: the same pair with the
+//   pool's history off, on (record_history(65536)) and on with call sites
+//   (issue 16; docs/BENCHMARKS.md, "History on the hit path").
 // raw/create/<kind>/<bytes>: clCreateBuffer + clReleaseMemObject alone. Drivers
 //   allocate lazily, so this is misleadingly cheap: no memory exists yet.
 // raw/create_first_use/<kind>/<bytes>: clCreateBuffer, a first use that makes
@@ -27,6 +30,22 @@ void add_hit(const std::string& name) {
     std::vector<std::size_t> bytes;
     for (auto n : sizes()) bytes.push_back(static_cast<std::size_t>(n));
     clpool::benchmarks::register_hit<P>(name, [] { return make_pool<P>(); }, bytes);
+}
+
+// The hit pair of P with its history off, on, and on with call sites, side by side.
+template <class P>
+void add_hit_history(const std::string& lock, const std::string& backend) {
+    std::vector<std::size_t> bytes{256, 65536};
+    auto with = [](std::size_t events, CallSites sites) {
+        return [events, sites] {
+            auto p = make_pool<P>();
+            p->record_history(events, sites);
+            return p;
+        };
+    };
+    clpool::benchmarks::register_hit<P>(lock + "+history_off/" + backend, with(0, CallSites::off), bytes);
+    clpool::benchmarks::register_hit<P>(lock + "+history_on/" + backend, with(65536, CallSites::off), bytes);
+    clpool::benchmarks::register_hit<P>(lock + "+history_stacks/" + backend, with(65536, CallSites::on), bytes);
 }
 
 #ifdef CLPOOL_HAS_OPENCL
@@ -94,6 +113,11 @@ void register_all() {
     add_hit<Pool<PowerOfTwoBuckets, DeviceLocal, Unlimited, LockedBy<std::mutex>, Bk>>("StdMutex/" + bk);
     add_hit<Pool<PowerOfTwoBuckets, DeviceLocal, Unlimited, Striped<16>, Bk>>("Striped16/" + bk);
     add_hit<Pool<PowerOfTwoBuckets, DeviceLocal, Unlimited, ThreadCached<>, Bk>>("ThreadCached/" + bk);
+    // The history's cost (issue 16).
+    add_hit_history<Pool<PowerOfTwoBuckets, DeviceLocal, Unlimited, NoLock, Bk>>("NoLock", bk);
+    add_hit_history<Pool<PowerOfTwoBuckets, DeviceLocal, Unlimited, SingleMutex, Bk>>("SingleMutex", bk);
+    add_hit_history<Pool<PowerOfTwoBuckets, DeviceLocal, Unlimited, Striped<16>, Bk>>("Striped16", bk);
+    add_hit_history<Pool<PowerOfTwoBuckets, DeviceLocal, Unlimited, ThreadCached<>, Bk>>("ThreadCached", bk);
     // Every alias.
 #ifdef CLPOOL_HAS_OPENCL
     add_hit<BufferPool>("BufferPool/opencl");

@@ -51,6 +51,7 @@ set(o ${CLPOOL_TOOL_OUT})
 find_package(Python3 COMPONENTS Interpreter REQUIRED)
 add_executable(snapshot_demo viz/snapshot_demo.cpp)
 target_link_libraries(snapshot_demo PRIVATE clpool::clpool clpool_warnings)
+set_target_properties(snapshot_demo PROPERTIES ENABLE_EXPORTS ON)  # call sites named by dladdr
 add_test(NAME tools.viz COMMAND Python3::Interpreter ${PROJECT_SOURCE_DIR}/tests/tools/test_viz.py
   $<TARGET_FILE:snapshot_demo> ${CMAKE_CURRENT_SOURCE_DIR}/viz/clpool-viz ${o})
 set_tests_properties(tools.viz PROPERTIES TIMEOUT 120 LABELS tools)

@@ -48,6 +48,28 @@ if arena:
     check(taken == sorted(b["id"] for b in arena[0]["buffers"]), "each of its buffers lies in one block")
     check(any(b["state"] == "free" for b in blocks), "it shows free holes")
 
+# Version 2: the history (30 events, oldest first) and each buffer's call site, naming the demo's function.
+check(snap["version"] == 2, f"schema version 2 (found {snap['version']})")
+pool = snap["pools"][0]
+hist = pool.get("history", {})
+events = hist.get("events", [])
+check(hist.get("capacity") == 64 and hist.get("recorded") == 30 and hist.get("dropped") == 0 and len(events) == 30,
+      f"history: capacity 64, 30 recorded, none dropped ({ {k: v for k, v in hist.items() if k != 'events'} })")
+check(all(a["t_ns"] <= b["t_ns"] for a, b in zip(events, events[1:])), "history events are oldest first")
+check(events and all(e["t_ns"] <= pool["taken_ns"] for e in events), "no event is after the snapshot")
+actions = [e["action"] for e in events]
+check(actions.count("alloc") == 21 and actions.count("free") == 9, f"21 allocs and 9 frees ({actions})")
+hits = sum(1 for e in events if e["action"] == "alloc" and e["hit"])
+check(hits == 4, f"4 of the allocs hit the cache (found {hits})")
+check(all(("hit" in e) == (e["action"] == "alloc") for e in events), "'hit' is on allocs alone")
+check(all(isinstance(e["tag"], (str, type(None))) and e["frames"] for e in events), "every event has a call site")
+ids = {b["id"] for b in pool["buffers"]}
+check(all(e["id"] in ids for e in events), "every event names a buffer of the snapshot by its id")
+first = pool["buffers"][0]["frames"]
+check(first and first[0].startswith("snapshot_demo_fill"),
+      f"an in-use buffer's innermost frame is the demo's function ({first[:1]})")
+check(all(b.get("frames") for b in pool["buffers"]), "every buffer has its holder's call site")
+
 html = os.path.join(out, "viz-demo.html")
 r = run_viz(snap_path, html)
 check(r.returncode == 0 and r.stderr == "", f"clpool-viz writes the report ({r.stderr.strip()})")

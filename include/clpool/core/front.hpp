@@ -9,6 +9,10 @@
 
 namespace clpool {
 
+namespace detail {
+struct call_site;
+}
+
 // A pool calls its front on every path, before the shared lists (Lists, a
 // shared_lists<...>), which the front reaches only through Lists's public
 // interface:
@@ -24,6 +28,11 @@ namespace clpool {
 // and, for Pool::snapshot(), optionally:
 //   inspect(lists, f)           f(stats(lists), held) under the same locks as stats, where
 //                               held(block) says whether the front holds the block idle
+// and, for a pool's history (Pool::record_history), the recording forms
+// take<true>(lists, index, nbytes, site) and put<true>(lists, block, nbytes, site),
+// which record what they serve, and optionally, when the front records under locks of its own:
+//   set_history(lists, cfg, apply)  new rings for the front, then apply() with its locks held
+//   collect_history(events)         within inspect: the front's rings
 // The exact bucket always belongs to the shared lists.
 template <class F, class Lists>
 concept PoolFront =
@@ -45,6 +54,16 @@ struct no_front {
     }
     template <class Lists>
     static constexpr bool put(Lists&, typename Lists::block_type*, std::size_t) noexcept {
+        return false;
+    }
+    // The same, on a pool's recording path (history_ring.hpp).
+    template <bool Record, class Lists>
+    static constexpr typename Lists::block_type* take(Lists&, std::size_t, std::size_t,
+                                                      const detail::call_site*) noexcept {
+        return nullptr;
+    }
+    template <bool Record, class Lists>
+    static constexpr bool put(Lists&, typename Lists::block_type*, std::size_t, const detail::call_site*) noexcept {
         return false;
     }
     template <class Lists>

@@ -5,6 +5,8 @@
 #include <clpool/core/errors.hpp>
 #include <clpool/core/front.hpp>
 #include <clpool/core/handle.hpp>
+#include <clpool/core/history.hpp>
+#include <clpool/core/detail/history_ring.hpp>
 #include <clpool/core/detail/oom_report.hpp>
 #include <clpool/core/shared_lists.hpp>
 #include <clpool/core/snapshot.hpp>
@@ -14,11 +16,14 @@
 #include <clpool/core/policy_concepts.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace clpool {
 
@@ -58,10 +63,14 @@ public:
     // limit once rounded): exact-size buffers, matched by size.
     static constexpr std::size_t exact_bucket = lists_type::exact_bucket;
 
+    // Throws config_error if CLPOOL_HISTORY or CLPOOL_HISTORY_STACKS is
+    // invalid; records a history from the start if CLPOOL_HISTORY is set.
     explicit Pool(B backend, Limits limits = Limits{}, Flags flags = Flags{})
         : backend_(std::move(backend)), flags_(std::move(flags)), kind_(flags_.kind(backend_)),
           max_alloc_(backend_.max_alloc_size()), lists_(std::move(limits)) {
         detail::pool_teardown::prepare();
+        if (const auto h = detail::history_default(); h.on())
+            record_history(h.capacity, h.stacks ? CallSites::on : CallSites::off);
     }
 
     Pool(const Pool&) = delete;
@@ -94,6 +103,8 @@ public:
     handle allocate(std::size_t nbytes) {
         if (detail::process_word.load(std::memory_order_relaxed) != detail::alive_word(generation_)) [[unlikely]]
             detail::refuse_work(generation_, backend_.name());
+        if (history_mode_.load(std::memory_order_relaxed) != history_off) [[unlikely]]
+            return allocate_recorded(nbytes);
         const auto [index, bytes] = classify(nbytes);
         block_type* b = front_.take(lists_, index, nbytes);  // the front's own cache, if any
         if (!b) b = lists_.take(index, bytes, nbytes);       // a hit in the shared lists
@@ -125,12 +136,39 @@ public:
     // segments back; the bytes returned are still the pool's own.
     std::size_t trim() noexcept {
         if (!detail::same_process(generation_)) return 0;  // a fork parent's pool: never touch its buffers
+        if (history_mode_.load(std::memory_order_relaxed) != history_off) return trim_recorded();
         const std::size_t freed = give_cache_back();
         traits::release_empty(backend_);
         return freed;
     }
     // Same as trim(); the name the reference library used.
     std::size_t clear() noexcept { return trim(); }
+
+    // Records the pool's last `events` allocate (hit or miss), release (free
+    // or pending), evict, trim and out-of-memory events, which snapshot()
+    // carries (PoolSnapshot::history), and with CallSites::on where each was
+    // called from (and, per buffer, where its holder allocated it).
+    // record_history(0) stops recording. Each call starts afresh: events
+    // recorded so far are dropped. CLPOOL_HISTORY and CLPOOL_HISTORY_STACKS
+    // set this for every pool at its construction.
+    // Cost (docs/OBSERVABILITY.md): off, one predictable branch per allocate
+    // and release; on, a time-stamp read and a slot write per event under the
+    // lock the event's path takes anyway (no lock of its own); call sites add
+    // a stack walk per event. Memory: up to `events` slots of 48 bytes (plus
+    // 104 with call sites) per lock stripe and per thread with a ThreadCached
+    // magazine, each made on its first event.
+    // Throws config_error if events > 16777216; bad_alloc.
+    void record_history(std::size_t events, CallSites sites = CallSites::off) {
+        if (events > detail::max_history_events)
+            throw config_error("clpool: record_history(" + std::to_string(events) + "): at most " +
+                               std::to_string(detail::max_history_events) + " events (0 turns the history off)");
+        const detail::history_config cfg{events, events != 0 && sites == CallSites::on};
+        if (cfg.on()) (void)detail::tick_clock::anchor();  // before the first event
+        const std::uint8_t mode = !cfg.on() ? history_off : cfg.stacks ? history_stacks : history_on;
+        auto apply = [&] { lists_.set_history(cfg, history_mode_, mode); };
+        if constexpr (requires { front_.set_history(lists_, cfg, apply); }) front_.set_history(lists_, cfg, apply);
+        else apply();
+    }
 
     // A consistent snapshot: every stripe is locked (in order) while read;
     // with ThreadCached, every magazine first (their buffers count as cached).
@@ -147,9 +185,15 @@ public:
     PoolSnapshot snapshot() const {
         PoolSnapshot out;
         out.pool = backend_.name();
-        out.taken_ns = detail::steady_ns();
         std::vector<detail::buffer_place> places;  // a sub-allocating pool's: blocks to buffers
+        std::optional<detail::history_events> events;
+        std::vector<std::pair<std::size_t, detail::call_site>> sites;  // buffer index, its holder's call site
         auto walk = [&](PoolStats s, const auto& held_by_front) {
+            if (const detail::history_config* h = lists_.history_config()) {
+                events.emplace(h->capacity);
+                lists_.collect_history(*events);
+                if constexpr (requires { front_.collect_history(*events); }) front_.collect_history(*events);
+            }
             lists_.for_each_block([&](const block_type& b, BufferState state, std::uint64_t seq) {
                 if (state == BufferState::in_use && held_by_front(&b)) state = BufferState::cached;
                 BufferInfo info;
@@ -164,6 +208,7 @@ public:
                 info.id = reinterpret_cast<std::uintptr_t>(&b);
                 if constexpr (traits::sub_allocates)
                     places.push_back({traits::place_of(backend_, b.memory), info.id, info.state});
+                if (b.site) sites.emplace_back(out.buffers.size(), *b.site);
                 out.buffers.push_back(std::move(info));
             });
             // Under the pool's locks too (they come before the arena's), so
@@ -177,6 +222,11 @@ public:
         else
             out.stats =
                 lists_.inspect([&](PoolStats s) { return walk(std::move(s), [](const auto*) { return false; }); });
+        // Every lock let go: now the slow part, naming call sites and converting ticks.
+        out.taken_ns = detail::steady_ns();
+        detail::call_site_names names;
+        for (const auto& [i, site] : sites) out.buffers[i].frames = names.frames(site);
+        if (events) out.history = events->finish(names);
         std::stable_partition(out.buffers.begin(), out.buffers.end(),
                               [](const BufferInfo& b) { return b.state == BufferState::in_use; });
         return out;
@@ -208,6 +258,50 @@ private:
         return {index, bytes};
     }
 
+    // The recording paths (history on): as allocate, put_back and trim, with
+    // each event recorded under the lock the path takes, and the call site
+    // taken first (outside every lock) when asked for. Out of line, so the
+    // plain paths stay as they were.
+    [[gnu::noinline]] handle allocate_recorded(std::size_t nbytes) {
+        detail::call_site site;
+        const detail::call_site* where = nullptr;
+        if (history_mode_.load(std::memory_order_relaxed) == history_stacks) {
+            detail::capture_call_site(site, 1);  // from the caller of allocate_recorded
+            where = &site;
+        }
+        const auto [index, bytes] = classify(nbytes);
+        block_type* b = front_.template take<true>(lists_, index, nbytes, where);
+        if (!b) b = lists_.template take<true>(index, bytes, nbytes, where);
+        if (!b) b = create<true>(index, bytes, nbytes, where);
+        return handle(b, nbytes);
+    }
+
+    [[gnu::noinline]] void put_back_recorded(block_type* b, std::size_t nbytes, const event_type* events,
+                                             std::size_t count) noexcept {
+        detail::call_site site;
+        const detail::call_site* where = nullptr;
+        if (history_mode_.load(std::memory_order_relaxed) == history_stacks) {
+            detail::capture_call_site(site, 1);
+            where = &site;
+        }
+        const bool pending = hold_events(*b, events, count);
+        if (!pending && front_.template put<true>(lists_, b, nbytes, where)) return;
+        lists_.template put_back<true>(b, nbytes, pending, where);
+    }
+
+    [[gnu::noinline]] std::size_t trim_recorded(const detail::call_site* where = nullptr) noexcept {
+        detail::call_site site;
+        if (!where && history_mode_.load(std::memory_order_relaxed) == history_stacks) {
+            detail::capture_call_site(site, 1);
+            where = &site;
+        }
+        front_.flush(lists_);
+        const std::size_t freed = lists_.trim(where);
+        lists_.note_trim(freed, where);
+        traits::release_empty(backend_);
+        return freed;
+    }
+
     std::size_t give_cache_back() noexcept {
         front_.flush(lists_);  // the front's buffers join the shared lists
         return lists_.trim();
@@ -228,7 +322,9 @@ private:
     }
 
     // Out of line: the miss calls the driver anyway, and allocate() stays a hit's size.
-    [[gnu::noinline]] block_type* create(std::size_t index, std::size_t bytes, std::size_t nbytes) {
+    template <bool Record = false>
+    [[gnu::noinline]] block_type* create(std::size_t index, std::size_t bytes, std::size_t nbytes,
+                                         const detail::call_site* where = nullptr) {
         // The node first: if the host is out of memory, no driver call is
         // made, and the miss is a failed allocation (misses == kept driver
         // allocations + failed allocations).
@@ -243,12 +339,16 @@ private:
         std::size_t given_back = 0;
         if (result.status == AllocStatus::out_of_memory) {
             // The cache may be what is crowding the device: give it back, try once more.
-            given_back = trim();
+            if constexpr (Record) given_back = trim_recorded(where);
+            else given_back = trim();
             lists_.on_oom_retry(index);
             result = obtain(bytes);
         }
         if (result.status != AllocStatus::ok) {
             const std::size_t held = lists_.on_failure(index);
+            if constexpr (Record) {
+                if (result.status == AllocStatus::out_of_memory) lists_.note_oom(index, nbytes, where);
+            }
             if (result.status == AllocStatus::out_of_memory)
                 throw out_of_memory(nbytes, held, result.native_code, backend_.name(),
                                     oom_details(nbytes, bytes, given_back, result.native_code));
@@ -262,7 +362,7 @@ private:
         b->owner.store(reinterpret_cast<std::uintptr_t>(this), std::memory_order_relaxed);  // adopt() publishes it
         b->generation = generation_;
         b->made_ns = detail::steady_ns();
-        lists_.adopt(*b, nbytes);
+        lists_.template adopt<Record>(*b, nbytes, where);
         return b;
     }
 
@@ -317,6 +417,8 @@ private:
     }
 
     void put_back(block_type* b, std::size_t nbytes, const event_type* events, std::size_t count) noexcept {
+        if (history_mode_.load(std::memory_order_relaxed) != history_off) [[unlikely]]
+            return put_back_recorded(b, nbytes, events, count);
         const bool pending = hold_events(*b, events, count);
         if (!pending && front_.put(lists_, b, nbytes)) return;  // pending buffers always take the shared lists
         lists_.put_back(b, nbytes, pending);
@@ -344,6 +446,11 @@ private:
     const MemoryKind kind_;
     const std::size_t max_alloc_;
     const std::uint32_t generation_ = detail::birth_generation();  // also installs the fork handler
+    // Whether the history records (and call sites): read, relaxed, by every
+    // allocate and release, next to the fields allocate reads anyway; stored
+    // under every lock by record_history.
+    static constexpr std::uint8_t history_off = 0, history_on = 1, history_stacks = 2;
+    std::atomic<std::uint8_t> history_mode_{history_off};
     lists_type lists_;
     [[no_unique_address]] front_type front_;
 };

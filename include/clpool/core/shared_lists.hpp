@@ -4,6 +4,7 @@
 #include <clpool/core/backend.hpp>
 #include <clpool/core/detail/block.hpp>
 #include <clpool/core/detail/counter.hpp>
+#include <clpool/core/detail/history_ring.hpp>
 #include <clpool/core/detail/pool_counters.hpp>
 #include <clpool/core/detail/pool_teardown.hpp>
 #include <clpool/core/detail/process_state.hpp>
@@ -16,9 +17,11 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #if defined(__unix__)
 #include <time.h>
@@ -80,7 +83,11 @@ public:
 
     // A hit: a cached buffer of the bucket (of exactly `bytes` in the exact
     // bucket), in use for nbytes. nullptr is a miss, counted.
-    block_type* take(std::size_t index, std::size_t bytes, std::size_t nbytes) noexcept {
+    // Record: also into the history, with the call site if given (pool.hpp's
+    // recording paths; the plain paths compile as if history did not exist).
+    template <bool Record = false>
+    block_type* take(std::size_t index, std::size_t bytes, std::size_t nbytes,
+                     const detail::call_site* site = nullptr) noexcept {
         auto& bucket = buckets_[index];
         auto& s = stripes_[stripe_of(index)];
         std::lock_guard lock(s.mutex);
@@ -110,11 +117,13 @@ public:
         b->requested = nbytes;
         b->handout_seq = s.counters.hits + s.counters.misses;  // a logical clock: no clock read on a hit
         s.in_use.push_back(*b);
+        if constexpr (Record) note_handout(stripe_of(index), *b, nbytes, true, site);
         return b;
     }
 
     // A new buffer from the driver, in use for nbytes.
-    void adopt(block_type& b, std::size_t nbytes) noexcept {
+    template <bool Record = false>
+    void adopt(block_type& b, std::size_t nbytes, const detail::call_site* site = nullptr) noexcept {
         auto& s = stripes_[stripe_of(b.bucket)];
         std::lock_guard lock(s.mutex);
         peak_held_.max(held_.add(b.bucket_bytes));
@@ -122,11 +131,13 @@ public:
         b.requested = nbytes;
         b.handout_seq = s.counters.hits + s.counters.misses;
         s.in_use.push_back(b);
+        if constexpr (Record) note_handout(stripe_of(b.bucket), b, nbytes, false, site);
     }
 
     // A released buffer: cached (pending, if its events still run) while the
     // caps admit it, else given back to the driver.
-    void put_back(block_type* b, std::size_t nbytes, bool pending) noexcept {
+    template <bool Record = false>
+    void put_back(block_type* b, std::size_t nbytes, bool pending, const detail::call_site* site = nullptr) noexcept {
         auto& bucket = buckets_[b->bucket];
         auto& s = stripes_[stripe_of(b->bucket)];
         bool keep = false;
@@ -143,6 +154,12 @@ public:
                 bucket.free.push_front(*b);
                 s.counters.on_cached(bucket.counts, b->bucket_bytes);
             }
+            if constexpr (Record) {
+                const auto action = !keep     ? HistoryAction::evict
+                                    : pending ? HistoryAction::pending
+                                              : HistoryAction::free;
+                note(stripe_of(b->bucket), action, *b, nbytes, site);
+            }
             if (keep) {
                 b->end_release();  // the last touch of the pool is this lock's unlock
             } else {
@@ -153,8 +170,9 @@ public:
         if (!keep) dispose(b);
     }
 
-    // Gives every cached and pending buffer back to the driver; returns the bytes.
-    std::size_t trim() noexcept {
+    // Gives every cached and pending buffer back to the driver; returns the
+    // bytes. With a history, each buffer is an evict event (at `site`).
+    std::size_t trim(const detail::call_site* site = nullptr) noexcept {
         list_type doomed;
         std::size_t freed = 0;
         for (std::size_t si = 0; si < Locks::stripes; ++si) {
@@ -163,7 +181,11 @@ public:
             for (std::size_t i = si; i < buckets_.size(); i += Locks::stripes) {
                 auto& bucket = buckets_[i];
                 for (auto* list : {&bucket.free, &bucket.pending}) {
-                    for (auto& b : *list) freed += b.bucket_bytes;
+                    for (auto& b : *list) {
+                        freed += b.bucket_bytes;
+                        if (history_) [[unlikely]]
+                            note(si, HistoryAction::evict, b, 0, site);
+                    }
                     doomed.splice(doomed.end(), *list);
                 }
                 s.counters.on_trim(bucket.counts);
@@ -224,6 +246,52 @@ public:
             }
         }
         dispose_all(doomed);
+    }
+
+    // A trim() call that gave back `freed` bytes, and an out-of-memory after
+    // the retry (asked nbytes): history events only.
+    void note_trim(std::size_t freed, const detail::call_site* site) noexcept {
+        auto& s = stripes_[0];
+        std::lock_guard lock(s.mutex);
+        if (history_) history_->rings[0]->record(HistoryAction::trim, false, 0, 0, freed, true, nullptr, site);
+    }
+    void note_oom(std::size_t index, std::size_t nbytes, const detail::call_site* site) noexcept {
+        const std::size_t si = stripe_of(index);
+        std::lock_guard lock(stripes_[si].mutex);
+        if (history_) history_->rings[si]->record(HistoryAction::oom, false, 0, nbytes, 0, true, nullptr, site);
+    }
+
+    // Starts (cfg.on()), restarts or stops the history of the shared lists:
+    // their rings are replaced, events recorded so far dropped, and every
+    // block's call site forgotten (a front holding blocks must hold its locks
+    // too). `mode` is stored under the locks. Throws bad_alloc.
+    template <class Mode>
+    void set_history(detail::history_config cfg, Mode& mode, std::uint8_t value) {
+        std::unique_ptr<history_state> fresh;
+        if (cfg.on()) {
+            fresh = std::make_unique<history_state>();
+            fresh->cfg = cfg;
+            for (std::size_t i = 0; i < Locks::stripes; ++i)
+                fresh->rings.push_back(std::make_unique<detail::history_ring>(cfg));
+        }
+        {
+            std::array<std::unique_lock<typename Locks::mutex_type>, Locks::stripes> locks;
+            for (std::size_t i = 0; i < Locks::stripes; ++i) locks[i] = std::unique_lock(stripes_[i].mutex);
+            history_.swap(fresh);
+            for (auto& st : stripes_)
+                for (auto& b : st.in_use) b.drop_site();
+            for (auto& bucket : buckets_)
+                for (auto* list : {&bucket.free, &bucket.pending})
+                    for (auto& b : *list) b.drop_site();
+            mode.store(value, std::memory_order_relaxed);
+        }
+    }
+
+    // Only within inspect(): the history's settings (nullptr: off), and its rings into `out`.
+    const detail::history_config* history_config() const noexcept { return history_ ? &history_->cfg : nullptr; }
+    void collect_history(detail::history_events& out) const {
+        if (history_)
+            for (const auto& r : history_->rings) out.add(*r);
     }
 
     void on_oom_retry(std::size_t index) noexcept {
@@ -304,6 +372,27 @@ private:
 
     using list_type = detail::block_list<block_type>;
 
+    // One ring per lock stripe, each written under its stripe's lock.
+    struct history_state {
+        detail::history_config cfg;
+        std::vector<std::unique_ptr<detail::history_ring>> rings;
+    };
+
+    // A history event of block b in stripe si's ring (its lock held).
+    void note(std::size_t si, HistoryAction action, const block_type& b, std::size_t nbytes,
+              const detail::call_site* site) noexcept {
+        if (!history_) return;
+        history_->rings[si]->record(action, false, reinterpret_cast<std::uintptr_t>(&b), nbytes, b.bucket_bytes,
+                                    b.bucket == exact_bucket, b.current_tag(), site);
+    }
+    void note_handout(std::size_t si, block_type& b, std::size_t nbytes, bool hit,
+                      const detail::call_site* site) noexcept {
+        if (!history_) return;
+        history_->rings[si]->record(HistoryAction::alloc, hit, reinterpret_cast<std::uintptr_t>(&b), nbytes,
+                                    b.bucket_bytes, b.bucket == exact_bucket, nullptr, site);
+        if (site && history_->cfg.stacks) b.keep_site(*site);
+    }
+
     // 16-byte aligned, so counts' hot pair is (see bucket_counts).
     struct alignas(16) bucket_state {
         list_type free;     // LIFO: the most recently used buffer is warmest
@@ -381,6 +470,8 @@ private:
     idle_counter idle_total_;  // cached + pending + reserved bytes, against the byte cap
     counter held_;             // bytes held from the driver
     counter peak_held_;
+    // The history (nullptr: off), replaced under every stripe lock, read under any.
+    std::unique_ptr<history_state> history_;
 };
 
 // One bucket of the shared lists with its stripe locked, for as long as this
@@ -440,7 +531,9 @@ public:
 
     // A buffer released to the front that the caps refuse: out of the lists
     // and counted; dispose() it once unlocked.
-    void evict(block_type& b, std::size_t nbytes) noexcept {
+    void evict(block_type& b, std::size_t nbytes, const detail::call_site* site = nullptr) noexcept {
+        if (lists_.history_) [[unlikely]]
+            lists_.note(stripe_of(index_), HistoryAction::evict, b, nbytes, site);
         stripe_.in_use.erase(stripe_.in_use.iterator_to(b));
         stripe_.counters.on_release(bucket_.counts, b.bucket_bytes, nbytes);
         stripe_.counters.on_evict(bucket_.counts);

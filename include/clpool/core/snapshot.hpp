@@ -1,6 +1,7 @@
 // PoolSnapshot: every buffer of a pool, with its state, sizes, age and tag, and the pool's stats at that moment.
 #pragma once
 
+#include <clpool/core/history.hpp>
 #include <clpool/core/stats.hpp>
 
 #include <algorithm>
@@ -45,6 +46,9 @@ struct BufferInfo {
     std::uint32_t uses = 0;    // times handed out from the shared lists, the first included
     std::string tag;           // the holder's Handle::set_tag; for an idle buffer, its last holder's
     std::uintptr_t id = 0;     // stable while the buffer lives (its node's address)
+    // Where its current (or last) holder allocated it, innermost first; empty
+    // unless the pool's history records call sites (Pool::record_history).
+    std::vector<std::string> frames;
 };
 
 // One range of a segment (a sub-allocating pool, SubAllocated): a buffer's
@@ -76,6 +80,7 @@ struct PoolSnapshot {
     PoolStats stats;
     std::vector<BufferInfo> buffers;  // in use first
     std::vector<SegmentInfo> segments;  // a sub-allocating pool's (SubAllocated); empty for others
+    std::optional<History> history;     // the recent events, while the pool records them
 };
 
 // The moment of an out-of-memory (clpool::out_of_memory, CLPOOL_OOM_SNAPSHOT).

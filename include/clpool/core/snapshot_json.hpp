@@ -72,6 +72,42 @@ inline void json_segments(std::string& out, const std::vector<SegmentInfo>& segm
     out += ']';
 }
 
+inline void json_frames(std::string& out, const std::vector<std::string>& frames) {
+    out += ",\"frames\":[";
+    for (std::size_t i = 0; i < frames.size(); ++i) {
+        if (i) out += ',';
+        json_string(out, frames[i]);
+    }
+    out += ']';
+}
+
+inline void json_history(std::string& out, const History& h) {
+    out += ",\"history\":{";
+    json_field(out, "capacity", h.capacity, false);
+    json_field(out, "recorded", h.recorded);
+    json_field(out, "dropped", h.dropped);
+    out += ",\"events\":[";
+    for (std::size_t i = 0; i < h.events.size(); ++i) {
+        const auto& e = h.events[i];
+        out += i ? ",\n{" : "\n{";
+        json_field(out, "t_ns", e.t_ns, false);
+        out += ",\"action\":\"";
+        out += to_string(e.action);
+        out += '"';
+        if (e.action == HistoryAction::alloc) out += e.hit ? ",\"hit\":true" : ",\"hit\":false";
+        json_field(out, "id", e.id);
+        json_field(out, "bytes_requested", e.bytes_requested);
+        json_field(out, "bytes_held", e.bytes_held);
+        json_field(out, "bucket_size", e.bucket_size);
+        out += ",\"tag\":";
+        if (e.tag.empty()) out += "null";
+        else json_string(out, e.tag);
+        if (!e.frames.empty()) json_frames(out, e.frames);
+        out += '}';
+    }
+    out += "]}";
+}
+
 inline void json_pool(std::string& out, const PoolSnapshot& p) {
     out += "{\"name\":";
     json_string(out, p.pool);
@@ -121,10 +157,12 @@ inline void json_pool(std::string& out, const PoolSnapshot& p) {
         json_field(out, "uses", b.uses);
         out += ",\"tag\":";
         json_string(out, b.tag);
+        if (!b.frames.empty()) json_frames(out, b.frames);
         out += '}';
     }
     out += ']';
     if (!p.segments.empty()) json_segments(out, p.segments);
+    if (p.history) json_history(out, *p.history);
     out += '}';
 }
 

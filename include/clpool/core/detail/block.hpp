@@ -1,11 +1,14 @@
 // block: the host-side node for one driver allocation.
 #pragma once
 
+#include <clpool/core/detail/call_sites.hpp>
+
 #include <boost/intrusive/list.hpp>
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <new>
 #include <vector>
 
 namespace clpool::detail {
@@ -40,9 +43,21 @@ struct block {
     // a miss or by set_tag.
     std::uint64_t handout_seq = 0; // its stripe's hand-outs up to its last one from the shared lists
     std::vector<Event> events;     // pending: reuse after these complete (capacity kept across reuses)
-    const char* tag = nullptr;     // Handle::set_tag's, valid while tag_seq == handout_seq
-    std::uint64_t tag_seq = 0;     // handout_seq when the tag was set: a hit need not clear the tag
+    // Handle::set_tag's, valid while tag_seq == handout_seq. Atomic (relaxed:
+    // plain loads and stores) because a holder may set it, unlocked, while a
+    // snapshot reads it under the lists' locks; a snapshot may then see the
+    // old tag or the new, never a torn pointer.
+    std::atomic<const char*> tag{nullptr};
+    std::atomic<std::uint64_t> tag_seq{0};  // handout_seq when the tag was set: a hit need not clear the tag
     std::uint64_t made_ns = 0;     // steady clock when the driver made it
+    // Where its current (or last) holder allocated it; only while a history
+    // records call sites (history_ring.hpp). Made on its first such hand-out.
+    call_site* site = nullptr;
+
+    block() = default;
+    block(const block&) = delete;
+    block& operator=(const block&) = delete;
+    ~block() { delete site; }
 
     static constexpr std::uintptr_t releasing = 1;  // pools are aligned far beyond 2 bytes
 
@@ -53,10 +68,22 @@ struct block {
     }
 
     // The current (or, once idle, last) holder's tag; nullptr if it set none.
-    const char* current_tag() const noexcept { return tag_seq == handout_seq ? tag : nullptr; }
+    const char* current_tag() const noexcept {
+        return tag_seq.load(std::memory_order_relaxed) == handout_seq ? tag.load(std::memory_order_relaxed) : nullptr;
+    }
     void set_tag(const char* t) noexcept {
-        tag = t;
-        tag_seq = handout_seq;
+        tag.store(t, std::memory_order_relaxed);
+        tag_seq.store(handout_seq, std::memory_order_relaxed);
+    }
+    void clear_tag() noexcept { tag.store(nullptr, std::memory_order_relaxed); }
+    // A recorded hand-out's call site. Under the lock of whoever hands it out.
+    void keep_site(const call_site& s) noexcept {
+        if (!site) site = new (std::nothrow) call_site;
+        if (site) *site = s;
+    }
+    void drop_site() noexcept {
+        delete site;
+        site = nullptr;
     }
 };
 

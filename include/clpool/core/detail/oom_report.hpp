@@ -56,6 +56,9 @@ inline std::string oom_report(const PoolSnapshot& snap, const OutOfMemoryRecord&
              std::to_string(b.bytes_requested) + " asked, " +
              (b.tag.empty() ? std::string("untagged") : "tag '" + b.tag + "'") + ", made " +
              std::to_string((snap.taken_ns - b.made_ns) / 1000000) + " ms ago");
+        // Where it was allocated, when the history records call sites: the
+        // innermost frames, the caller's first.
+        for (std::size_t f = 0; f < std::min<std::size_t>(b.frames.size(), 4); ++f) line("       at " + b.frames[f]);
     }
     if (const char* path = std::getenv("CLPOOL_OOM_SNAPSHOT"); path && *path) {
         ProcessSnapshot dump;

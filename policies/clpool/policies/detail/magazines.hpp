@@ -1,6 +1,7 @@
 // magazines: ThreadCached's front, per-thread magazines of idle buffers before a pool's shared lists.
 #pragma once
 
+#include <clpool/core/detail/history_ring.hpp>
 #include <clpool/core/detail/process_state.hpp>
 #include <clpool/policies/spin_mutex.hpp>
 
@@ -9,8 +10,10 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <new>
+#include <utility>
 #include <vector>
 
 namespace clpool::detail {
@@ -33,6 +36,9 @@ struct magazine_base {
     // is never locked or flushed: a parent thread may have held its lock, or
     // its pool's, at the fork, and that thread does not exist here. It leaks.
     const std::uint32_t generation = fork_generation();
+    // Its thread's history events for the pool (hits and releases it served),
+    // written under `lock`; nullptr while the pool records none.
+    std::unique_ptr<history_ring> history;
 
     void drop() noexcept {
         if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) destroy(this);
@@ -104,14 +110,36 @@ struct magazine_registry {
     mutable std::mutex mutex;
     std::vector<magazine_base*> mags;  // each holds one reference
     bool closed = false;               // the pool is going: no new magazine (mutex held)
+    // The pool's history settings, and the rings of exited threads' magazines
+    // (at most retired_max: more are merged into one). Mutex held.
+    history_config history_cfg;
+    std::vector<std::unique_ptr<history_ring>> retired;
+    static constexpr std::size_t retired_max = 8;
 
-    // Forgets magazines whose thread has exited (mutex held).
+    // Forgets magazines whose thread has exited (mutex held); keeps their history.
     void prune() noexcept {
-        std::erase_if(mags, [](magazine_base* m) {
+        std::erase_if(mags, [this](magazine_base* m) {
             if (!m->detached()) return false;
+            retire(std::move(m->history));  // its thread is gone: nothing writes it now
             m->drop();
             return true;
         });
+    }
+
+    void retire(std::unique_ptr<history_ring> r) noexcept {
+        if (!r || r->recorded() == 0) return;
+        try {
+            retired.push_back(std::move(r));
+            if (retired.size() > retired_max) {
+                std::vector<const history_ring*> all;
+                for (const auto& x : retired) all.push_back(x.get());
+                auto merged = history_ring::merge(all, history_cfg);
+                retired.clear();
+                retired.push_back(std::move(merged));
+            }
+        } catch (...) {
+            // Out of host memory: those events are lost, nothing else is.
+        }
     }
 };
 
@@ -161,18 +189,21 @@ public:
     // A hit from the calling thread's magazine, refilled from the shared lists
     // when empty. nullptr (no magazine, nothing free, or the exact bucket): the
     // pool takes from the shared lists.
-    block_type* take(Lists& lists, std::size_t index, std::size_t nbytes) noexcept {
+    // Record: the hit goes into the magazine's history (Pool's recording path).
+    template <bool Record = false>
+    block_type* take(Lists& lists, std::size_t index, std::size_t nbytes, const call_site* site = nullptr) noexcept {
         if (index >= Lists::exact_bucket) return nullptr;
         mag_type* m = mine(lists);
         if (!m) return nullptr;
         {
             std::lock_guard g(m->lock);
-            if (block_type* b = pop(lists, *m, index, nbytes)) return b;
+            if (block_type* b = pop<Record>(lists, *m, index, nbytes, site)) return b;
         }
         if constexpr (Lists::capped) {
             if (steal(lists, *m, index)) {
                 std::lock_guard g(m->lock);
-                return pop(lists, *m, index, nbytes);  // nullptr if another thread stole it back meanwhile
+                return pop<Record>(lists, *m, index, nbytes,
+                                   site);  // nullptr if another thread stole it back meanwhile
             }
         }
         return nullptr;
@@ -185,21 +216,22 @@ public:
     // back in the shared lists. A kept block's release ends under the magazine
     // lock (block_type::end_release); an evicted one's when it leaves the
     // stripe's in-use list.
-    bool put(Lists& lists, block_type* b, std::size_t nbytes) noexcept {
+    template <bool Record = false>
+    bool put(Lists& lists, block_type* b, std::size_t nbytes, const call_site* site = nullptr) noexcept {
         const std::size_t index = b->bucket;
         if (index >= Lists::exact_bucket || shut_down()) return false;
         mag_type* m = mine(lists);
         if (!m) return false;
-        auto kept = keep_in(lists, *m, b, nbytes);
+        auto kept = keep_in<Record>(lists, *m, b, nbytes, site);
         if constexpr (Lists::capped) {
             if (kept == keep_result::refused) {
                 reclaim(lists);  // empty slots first: the caps are for idle buffers
-                kept = keep_in(lists, *m, b, nbytes);
+                kept = keep_in<Record>(lists, *m, b, nbytes, site);
             }
         }
         if (kept == keep_result::detached) return false;  // ~Pool has emptied it: the shared lists, where ~Pool waits
         if (kept == keep_result::refused) {
-            lists.lock(index).evict(*b, nbytes);
+            lists.lock(index).evict(*b, nbytes, site);
             Lists::dispose(b);  // outside the locks: the driver may take its time
         }
         return true;
@@ -275,6 +307,35 @@ public:
         });
     }
 
+    // Starts, restarts or stops the history: every magazine gets a new ring
+    // (or none), exited threads' rings are dropped, then apply() (the shared
+    // lists' part) runs with the registry and every magazine locked.
+    template <class Apply>
+    void set_history(Lists&, history_config cfg, Apply&& apply) {
+        std::lock_guard g(registry_.mutex);
+        std::vector<std::unique_ptr<history_ring>> rings;  // made before the magazine locks; the old ones after
+        for (std::size_t i = 0; i < registry_.mags.size(); ++i)
+            rings.push_back(cfg.on() ? std::make_unique<history_ring>(cfg) : nullptr);
+        for (magazine_base* b : registry_.mags) b->lock.lock();
+        struct unlock_all {
+            const std::vector<magazine_base*>& mags;
+            ~unlock_all() {
+                for (magazine_base* b : mags) b->lock.unlock();
+            }
+        } unlocker{registry_.mags};
+        for (std::size_t i = 0; i < registry_.mags.size(); ++i) registry_.mags[i]->history.swap(rings[i]);
+        registry_.history_cfg = cfg;
+        registry_.retired.clear();
+        apply();
+    }
+
+    // Only within inspect(): every magazine's history and the exited threads'.
+    void collect_history(history_events& out) const {
+        for (magazine_base* b : registry_.mags)
+            if (b->history) out.add(*b->history);
+        for (const auto& r : registry_.retired) out.add(*r);
+    }
+
 private:
     // Moves the magazines' buffers from in use to cached, and their hits in (all locked).
     template <class Stats>
@@ -305,7 +366,9 @@ private:
 
     // A hit from m's bucket, refilled from the shared lists if empty; nullptr
     // if nothing is free there either. m's lock held.
-    static block_type* pop(Lists& lists, mag_type& m, std::size_t index, std::size_t nbytes) noexcept {
+    template <bool Record>
+    static block_type* pop(Lists& lists, mag_type& m, std::size_t index, std::size_t nbytes,
+                           const call_site* site) noexcept {
         auto& sl = m.buckets[index];
         if (sl.count == 0 && !refill(lists, m, index)) return nullptr;
         block_type* b = sl.blocks[--sl.count];
@@ -313,7 +376,14 @@ private:
         m.bytes_idle -= b->bucket_bytes;
         m.requested += nbytes;
         b->requested = nbytes;
-        b->tag = nullptr;  // a hand-out from a magazine does not move handout_seq
+        b->clear_tag();  // a hand-out from a magazine does not move handout_seq
+        if constexpr (Record) {
+            if (m.history) {
+                m.history->record(HistoryAction::alloc, true, reinterpret_cast<std::uintptr_t>(b), nbytes,
+                                  b->bucket_bytes, false, nullptr, site);
+                if (site && m.history->stacks()) b->keep_site(*site);
+            }
+        }
         return b;
     }
 
@@ -323,7 +393,9 @@ private:
     // has emptied the magazine. Either way the block is not kept.
     enum class keep_result { kept, refused, detached };
 
-    static keep_result keep_in(Lists& lists, mag_type& m, block_type* b, std::size_t nbytes) noexcept {
+    template <bool Record>
+    static keep_result keep_in(Lists& lists, mag_type& m, block_type* b, std::size_t nbytes,
+                               const call_site* site) noexcept {
         std::lock_guard g(m.lock);
         if (!m.lists) return keep_result::detached;
         const std::size_t index = b->bucket;
@@ -337,6 +409,11 @@ private:
         sl.blocks[sl.count++] = b;
         m.bytes_idle += b->bucket_bytes;
         m.requested -= nbytes;
+        if constexpr (Record) {
+            if (m.history)
+                m.history->record(HistoryAction::free, false, reinterpret_cast<std::uintptr_t>(b), nbytes,
+                                  b->bucket_bytes, false, b->current_tag(), site);
+        }
         b->end_release();  // ~Pool's detach() takes this lock before it goes on
         return keep_result::kept;
     }
@@ -410,7 +487,9 @@ private:
             if (registry_.closed) return nullptr;
             registry_.prune();
             registry_.mags.reserve(registry_.mags.size() + 1);
+            auto ring = registry_.history_cfg.on() ? std::make_unique<history_ring>(registry_.history_cfg) : nullptr;
             m = new mag_type;
+            m->history = std::move(ring);
             m->lists = &lists;
             m->flush = &flush_thunk;
             m->destroy = [](magazine_base* b) noexcept { delete static_cast<mag_type*>(b); };

@@ -1,0 +1,378 @@
+// Pool::record_history: the events (hit, miss, free, pending, evict, trim, oom) in order with their fields, the ring's
+// wrap-around, call sites, CLPOOL_HISTORY, threads recording while another snapshots, and the JSON.
+#include "pool_factory.hpp"
+#include "cl_events.hpp"
+
+#include <clpool/core/snapshot_json.hpp>
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace clpool;
+using namespace clpool::test;
+
+// Call sites are named from the dynamic symbol table (clpool_tests links with
+// -rdynamic): these functions have external linkage and are never inlined, so
+// that they are the innermost frame of what they record.
+#if defined(__clang__)
+#define HISTORY_SITE [[gnu::noinline]]
+#else
+#define HISTORY_SITE [[gnu::noinline, gnu::noipa]]
+#endif
+namespace history_sites {
+template <class P>
+HISTORY_SITE typename P::handle allocate_here(P& pool, std::size_t n) {
+    return pool.allocate(n);
+}
+template <class H>
+HISTORY_SITE void release_here(H& h) {
+    h.release();
+}
+}  // namespace history_sites
+
+namespace {
+
+struct expected {
+    HistoryAction action;
+    bool hit;
+    std::size_t requested, held;
+    const char* tag;
+};
+
+void check_events(const History& h, std::uintptr_t id, const std::vector<expected>& want) {
+    REQUIRE(h.events.size() == want.size());
+    for (std::size_t i = 0; i < want.size(); ++i) {
+        const auto& e = h.events[i];
+        const auto& w = want[i];
+        CAPTURE(i);
+        CHECK(to_string(e.action) == std::string(to_string(w.action)));
+        CHECK(e.hit == w.hit);
+        CHECK(e.bytes_requested == w.requested);
+        CHECK(e.bytes_held == w.held);
+        CHECK(e.tag == std::string(w.tag));
+        const bool of_buffer = w.action != HistoryAction::trim && w.action != HistoryAction::oom;
+        CHECK(e.id == (of_buffer ? id : 0));
+        CHECK(e.bucket_size == (of_buffer ? w.held : 0));
+        CHECK(e.frames.empty());  // no call sites asked for
+        if (i) CHECK(h.events[i - 1].t_ns <= e.t_ns);
+    }
+}
+
+// A frame names a function template with its return type first: look for the name.
+bool names(const std::string& frame, const char* function) { return frame.find(function) != std::string::npos; }
+
+}  // namespace
+
+TEST_CASE_TEMPLATE("history: hit, miss, free, evict and trim are recorded in order with their fields", P,
+                   MockPool<PowerOfTwoBuckets, DeviceLocal, Unlimited, NoLock>,
+                   MockPool<PowerOfTwoBuckets, DeviceLocal, Unlimited, SingleMutex>,
+                   MockPool<PowerOfTwoBuckets, DeviceLocal, Unlimited, Striped<4>>,
+                   MockPool<PowerOfTwoBuckets, DeviceLocal, Unlimited, ThreadCached<4>>,
+                   MockPool<PowerOfTwoBuckets, DeviceLocal, Unlimited, ThreadCached<8, Striped<4>>>, host::BufferPool) {
+    auto pool = make_pool<P>();
+    pool->record_history(100);
+    const std::uint64_t before = detail::steady_ns();
+    auto a = pool->allocate(1000);
+    a.set_tag("first");
+    a.release();
+    auto b = pool->allocate(900);
+    b.release();
+    CHECK(pool->trim() == 1024);
+    const auto snap = pool->snapshot();
+    REQUIRE(snap.history);
+    const History& h = *snap.history;
+    CHECK(h.capacity == 100);
+    CHECK(h.recorded == 6);
+    CHECK(h.dropped == 0);
+    REQUIRE(h.events.size() == 6);
+    const std::uintptr_t buffer = h.events[0].id;
+    CHECK(buffer != 0);
+    check_events(h, buffer,
+                 {{HistoryAction::alloc, false, 1000, 1024, ""},
+                  {HistoryAction::free, false, 1000, 1024, "first"},
+                  {HistoryAction::alloc, true, 900, 1024, ""},
+                  {HistoryAction::free, false, 900, 1024, ""},
+                  {HistoryAction::evict, false, 0, 1024, ""},
+                  {HistoryAction::trim, false, 0, 1024, ""}});
+    CHECK(h.events.front().t_ns >= before);
+    CHECK(h.events.back().t_ns <= snap.taken_ns);
+    CHECK(snap.buffers.empty());
+}
+
+TEST_CASE_TEMPLATE("history: a release the cap refuses is an evict", P,
+                   MockPool<PowerOfTwoBuckets, DeviceLocal, Capped, SingleMutex>,
+                   MockPool<PowerOfTwoBuckets, DeviceLocal, Capped, ThreadCached<4>>) {
+    auto pool = make_pool<P>(Capped{std::size_t{1} << 20, 1});
+    pool->record_history(100);
+    auto a = pool->allocate(4096);
+    auto b = pool->allocate(4096);
+    b.set_tag("second");
+    a.release();  // kept: the bucket's one idle buffer
+    b.release();  // refused: given back
+    const auto h = *pool->snapshot().history;
+    REQUIRE(h.events.size() == 4);
+    CHECK(h.events[2].action == HistoryAction::free);
+    CHECK(h.events[3].action == HistoryAction::evict);
+    CHECK(h.events[3].tag == "second");
+    CHECK(h.events[3].id == h.events[1].id);
+    CHECK(h.events[3].bytes_requested == 4096);
+    CHECK(pool->stats().evictions == 1);
+}
+
+TEST_CASE("history: the ring keeps the newest events, oldest first, and counts the dropped ones") {
+    auto pool = make_pool<MockPool<PowerOfTwoBuckets, DeviceLocal, Unlimited, SingleMutex>>();
+    pool->record_history(4);
+    for (std::size_t i = 1; i <= 5; ++i) pool->allocate(i * 100).release();  // 10 events: alloc, free, ...
+    const auto h = *pool->snapshot().history;
+    CHECK(h.capacity == 4);
+    CHECK(h.recorded == 10);
+    CHECK(h.dropped == 6);
+    REQUIRE(h.events.size() == 4);
+    CHECK(h.events[0].action == HistoryAction::alloc);
+    CHECK(h.events[0].bytes_requested == 400);
+    CHECK(h.events[1].action == HistoryAction::free);
+    CHECK(h.events[2].bytes_requested == 500);
+    CHECK(h.events[3].action == HistoryAction::free);
+    CHECK(h.events[3].bytes_requested == 500);
+
+    // Restarting drops what was recorded.
+    pool->record_history(8);
+    pool->allocate(100).release();
+    const auto again = *pool->snapshot().history;
+    CHECK(again.recorded == 2);
+    CHECK(again.capacity == 8);
+}
+
+TEST_CASE_TEMPLATE("history: off records nothing, and turning it off forgets events and call sites", P,
+                   MockPool<PowerOfTwoBuckets, DeviceLocal, Unlimited, SingleMutex>,
+                   MockPool<PowerOfTwoBuckets, DeviceLocal, Unlimited, ThreadCached<4>>) {
+    auto pool = make_pool<P>();
+    pool->record_history(0);  // whatever CLPOOL_HISTORY says
+    auto a = pool->allocate(100);
+    pool->allocate(5000).release();
+    auto snap = pool->snapshot();
+    CHECK(!snap.history);
+    for (const auto& b : snap.buffers) CHECK(b.frames.empty());
+    CHECK(to_json(snap).find("\"history\"") == std::string::npos);
+    CHECK(to_json(snap).find("\"frames\"") == std::string::npos);
+
+    pool->record_history(16, CallSites::on);
+    auto b = pool->allocate(5000);
+    CHECK(pool->snapshot().buffers.size() == 2);
+    pool->record_history(0);
+    b.release();
+    snap = pool->snapshot();
+    CHECK(!snap.history);
+    for (const auto& buf : snap.buffers) CHECK(buf.frames.empty());
+}
+
+TEST_CASE_TEMPLATE("history: call sites name the caller, for events and for each buffer's holder", P,
+                   MockPool<PowerOfTwoBuckets, DeviceLocal, Unlimited, SingleMutex>,
+                   MockPool<PowerOfTwoBuckets, DeviceLocal, Unlimited, Striped<4>>,
+                   MockPool<PowerOfTwoBuckets, DeviceLocal, Unlimited, ThreadCached<4>>) {
+    auto pool = make_pool<P>();
+    pool->record_history(16, CallSites::on);
+    auto a = history_sites::allocate_here(*pool, 3000);
+    history_sites::release_here(a);
+    auto b = history_sites::allocate_here(*pool, 3000);  // a hit: from the magazine with ThreadCached
+    const auto snap = pool->snapshot();
+    const auto& h = *snap.history;
+    REQUIRE(h.events.size() == 3);
+    for (std::size_t i = 0; i < 3; ++i) {
+        CAPTURE(i);
+        REQUIRE(!h.events[i].frames.empty());
+        INFO(h.events[i].frames[0]);
+        CHECK(names(h.events[i].frames[0], i == 1 ? "history_sites::release_here<" : "history_sites::allocate_here<"));
+        CHECK(h.events[i].frames.size() >= 2);  // and its callers
+    }
+    REQUIRE(snap.buffers.size() == 1);
+    REQUIRE(!snap.buffers[0].frames.empty());
+    INFO(snap.buffers[0].frames[0]);
+    CHECK(names(snap.buffers[0].frames[0], "history_sites::allocate_here<"));
+    const std::string j = to_json(snap);
+    CHECK(j.find("\"frames\":[\"") != std::string::npos);
+    CHECK(j.find("history_sites::allocate_here<") != std::string::npos);
+}
+
+TEST_CASE("history: an out-of-memory is a trim and an oom event; what() shows the live buffers' call sites") {
+    using P = MockPool<PowerOfTwoBuckets, DeviceLocal, Unlimited, SingleMutex>;
+    auto ledger = std::make_shared<Ledger>();
+    P pool{MockBackend(ledger)};
+    pool.record_history(64, CallSites::on);
+    auto big = history_sites::allocate_here(pool, 50'000);
+    big.set_tag("big");
+    pool.allocate(8192).release();  // cached: given back before the retry
+    ledger->fail_from = ledger->attempts.load();
+    ledger->fail_count = 2;
+    std::string what;
+    try {
+        (void)pool.allocate(100'000);
+        FAIL("expected out_of_memory");
+    } catch (const out_of_memory& e) {
+        what = e.what();
+    }
+    INFO(what);
+    CHECK(what.find("1. 65536 bytes held, 50000 asked, tag 'big'") != std::string::npos);
+    const auto at = what.find("\n         at ");
+    REQUIRE(at != std::string::npos);
+    CHECK(names(what.substr(at, what.find('\n', at + 1) - at), "history_sites::allocate_here<"));
+    const auto h = *pool.snapshot().history;
+    REQUIRE(h.events.size() >= 3);
+    const auto& oom = h.events.back();
+    CHECK(oom.action == HistoryAction::oom);
+    CHECK(oom.bytes_requested == 100'000);
+    CHECK(oom.id == 0);
+    const auto& trim = h.events[h.events.size() - 2];
+    CHECK(trim.action == HistoryAction::trim);
+    CHECK(trim.bytes_held == 8192);
+    CHECK(h.events[h.events.size() - 3].action == HistoryAction::evict);
+}
+
+#ifdef CLPOOL_HAS_OPENCL
+TEST_CASE("history on OpenCL: a release with running events is pending, then a hit once they complete") {
+    auto pool = make_pool<BufferPool>();
+    pool->record_history(32, CallSites::on);
+    Gate gate;
+    auto h = pool->allocate(4096);
+    h.set_tag("staging");
+    h.release_after(&gate.event, 1);
+    gate.open();
+    auto again = pool->allocate(4000);
+    const auto snap = pool->snapshot();
+    const auto& hist = *snap.history;
+    REQUIRE(hist.events.size() == 3);
+    CHECK(hist.events[0].action == HistoryAction::alloc);
+    CHECK(!hist.events[0].hit);
+    CHECK(hist.events[1].action == HistoryAction::pending);
+    CHECK(hist.events[1].tag == "staging");
+    CHECK(hist.events[2].action == HistoryAction::alloc);
+    CHECK(hist.events[2].hit);
+    CHECK(hist.events[2].id == hist.events[0].id);
+    CHECK(hist.events[2].bytes_requested == 4000);
+    for (const auto& e : hist.events) CHECK(!e.frames.empty());
+    REQUIRE(snap.buffers.size() == 1);
+    CHECK(!snap.buffers[0].frames.empty());
+}
+#endif
+
+TEST_CASE_TEMPLATE("history: threads record while another snapshots; every event is counted once", P,
+                   MockPool<PowerOfTwoBuckets, DeviceLocal, Unlimited, SingleMutex>,
+                   MockPool<PowerOfTwoBuckets, DeviceLocal, Unlimited, Striped<4>>,
+                   MockPool<PowerOfTwoBuckets, DeviceLocal, Unlimited, ThreadCached<4>>,
+                   MockPool<PowerOfTwoBuckets, DeviceLocal, Unlimited, ThreadCached<4, Striped<4>>>) {
+    auto pool = make_pool<P>();
+    pool->record_history(256, CallSites::on);
+    constexpr int threads = 4, pairs = 2000;
+    std::atomic<int> running{threads};
+    std::vector<std::thread> workers;
+    for (int t = 0; t < threads; ++t)
+        workers.emplace_back([&, t] {
+            for (int i = 0; i < pairs; ++i) {
+                auto h = pool->allocate(std::size_t{256} << ((t + i) % 6));
+                if (i % 7 == 0) h.set_tag("worker");
+            }
+            running.fetch_sub(1);
+        });
+    std::uint64_t last = 0;
+    int snapshots = 0;
+    while (running.load() > 0 || snapshots < 3) {
+        const auto snap = pool->snapshot();
+        const auto& h = *snap.history;
+        CHECK(h.recorded >= last);
+        last = h.recorded;
+        CHECK(h.events.size() <= h.capacity);
+        CHECK(h.dropped == h.recorded - h.events.size());
+        for (std::size_t i = 1; i < h.events.size(); ++i) CHECK(h.events[i - 1].t_ns <= h.events[i].t_ns);
+        ++snapshots;
+    }
+    for (auto& w : workers) w.join();
+    const auto h = *pool->snapshot().history;
+    CHECK(h.recorded == std::uint64_t{2} * threads * pairs);  // exited threads' magazines included
+    CHECK(h.events.size() == 256);
+}
+
+TEST_CASE("history: turning it on and off while threads allocate") {
+    auto pool = make_pool<MockPool<PowerOfTwoBuckets, DeviceLocal, Unlimited, ThreadCached<4>>>();
+    std::atomic<bool> stop{false};
+    std::vector<std::thread> workers;
+    for (int t = 0; t < 3; ++t)
+        workers.emplace_back([&, t] {
+            for (int i = 0; !stop.load(); ++i) auto h = pool->allocate(std::size_t{512} << ((t + i) % 4));
+        });
+    for (int i = 0; i < 50; ++i) {
+        pool->record_history(i % 3 == 2 ? 0 : 64, i % 2 ? CallSites::on : CallSites::off);
+        const auto snap = pool->snapshot();
+        CHECK(snap.history.has_value() == (i % 3 != 2));
+    }
+    stop = true;
+    for (auto& w : workers) w.join();
+}
+
+TEST_CASE("history: to_json writes the history object (version 2)") {
+    auto pool = make_pool<MockPool<PowerOfTwoBuckets, DeviceLocal, Unlimited, SingleMutex>>();
+    pool->record_history(8);
+    auto a = pool->allocate(64);
+    a.set_tag("t\"q");
+    a.release();
+    const std::string j = to_json(pool->snapshot());
+    INFO(j);
+    CHECK(j.find("\"version\":2,") != std::string::npos);
+    CHECK(j.find("\"history\":{\"capacity\":8,\"recorded\":2,\"dropped\":0,\"events\":[") != std::string::npos);
+    CHECK(j.find("\"action\":\"alloc\",\"hit\":false,\"id\":") != std::string::npos);
+    CHECK(j.find(",\"bytes_requested\":64,\"bytes_held\":256,\"bucket_size\":256,\"tag\":null}") != std::string::npos);
+    CHECK(j.find("\"action\":\"free\",\"id\":") != std::string::npos);
+    CHECK(j.find("\"tag\":\"t\\\"q\"}") != std::string::npos);
+}
+
+TEST_CASE("CLPOOL_HISTORY and CLPOOL_HISTORY_STACKS: bad values are config_errors naming the variable") {
+    for (const char* bad : {"", "abc", "-1", "1e3", " 5", "16777217", "99999999999999999999"}) {
+        CAPTURE(bad);
+        std::string what;
+        try {
+            detail::parse_history_events("CLPOOL_HISTORY", bad);
+        } catch (const config_error& e) {
+            what = e.what();
+        }
+        CHECK(what.find("CLPOOL_HISTORY='" + std::string(bad) + "'") != std::string::npos);
+    }
+    CHECK(detail::parse_history_events("CLPOOL_HISTORY", "0") == 0);
+    CHECK(detail::parse_history_events("CLPOOL_HISTORY", "100000") == 100000);
+    CHECK(detail::parse_history_events("CLPOOL_HISTORY", "16777216") == 16777216);
+    CHECK_THROWS_WITH_AS(detail::parse_history_stacks("CLPOOL_HISTORY_STACKS", "maybe"),
+                         doctest::Contains("CLPOOL_HISTORY_STACKS='maybe'"), config_error);
+    CHECK(detail::parse_history_stacks("CLPOOL_HISTORY_STACKS", "1"));
+    auto pool = make_pool<MockPool<PowerOfTwoBuckets, DeviceLocal, Unlimited, SingleMutex>>();
+    CHECK_THROWS_WITH_AS(pool->record_history(std::size_t{1} << 25), doctest::Contains("33554432"), config_error);
+}
+
+// ctest runs this with CLPOOL_HISTORY set (clpool_tests_history_env, clpool_tests_bad_history);
+// unset, it checks that pools record nothing by default.
+TEST_CASE("CLPOOL_HISTORY in the environment: every new pool records, or cannot be made if the value is bad") {
+    using P = MockPool<PowerOfTwoBuckets, DeviceLocal, Unlimited, SingleMutex>;
+    const char* env = std::getenv("CLPOOL_HISTORY");
+    const char* stacks = std::getenv("CLPOOL_HISTORY_STACKS");
+    if (env && std::string(env) == "not-a-number") {
+        CHECK_THROWS_WITH_AS(make_pool<P>(), doctest::Contains("CLPOOL_HISTORY='not-a-number'"), config_error);
+        CHECK_THROWS_AS(make_pool<P>(), config_error);  // every time
+        return;
+    }
+    auto pool = make_pool<P>();
+    auto h = history_sites::allocate_here(*pool, 100);
+    const auto snap = pool->snapshot();
+    if (!env || std::string(env) == "0") {
+        CHECK(!snap.history);
+        return;
+    }
+    REQUIRE(snap.history);
+    CHECK(snap.history->capacity == std::stoull(env));
+    CHECK(snap.history->recorded == 1);
+    const bool want_stacks = stacks && std::string(stacks) == "1";
+    CHECK(snap.buffers[0].frames.empty() == !want_stacks);
+}
