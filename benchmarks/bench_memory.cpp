@@ -7,10 +7,13 @@
 //   waste_pct      (held - requested) / requested, in percent
 //   cached_after   bytes the pool still holds once the churn phase is over
 //   peak_ratio     peak bytes held from the driver / peak bytes requested,
-//                  over a churn of random allocate/release (working set of 64);
+//                  over the churn: a loop of 40 iterations, each the same 256
+//                  sizes of the mix in a new order, each replacing a random one
+//                  of 64 live handles (an engine's step loop);
 //                  for the arena pools the driver holds segments: peak segment bytes
 //   held_ratio     bytes held from the driver / requested, with the whole mix live
 //   churn_driver_free_pct  allocations of the churn that made no driver allocation, in percent
+//   churn_driver_free_after_first_pct  the same after the loop's first iteration
 // The pool runs on a backend that allocates nothing, so the mixes can reach
 // gigabytes on any machine.
 #include "common/phantom_backend.hpp"
@@ -66,6 +69,11 @@ std::size_t driver_peak(const PoolStats& s) {
     return s.peak_segment_bytes ? s.peak_segment_bytes : s.peak_bytes_allocated;
 }
 
+// Driver allocations: segments (and fallbacks) for a sub-allocating pool, misses for the others.
+std::uint64_t driver_allocations_of(const PoolStats& s) {
+    return s.segments || s.peak_segment_bytes ? s.segment_allocations : s.misses;
+}
+
 template <class Buckets>
 using Bucketed = Pool<Buckets, DeviceLocal, Unlimited, SingleMutex, PhantomBackend>;
 using Arena = BasicArenaPool<PhantomBackend>;
@@ -84,19 +92,30 @@ void memory(benchmark::State& state, std::vector<std::size_t> (*make_mix)()) {
         held = s.bytes_in_use;
         driver = driver_held(s);
     }
-    // Churn: a working set of 64 handles, a random one replaced by a random size each step.
+    // Churn, as an engine's step loop: each of 40 iterations makes the same
+    // 256 requests (a fixed draw from the mix), in an order shuffled anew each
+    // time, each replacing a random one of 64 live handles.
     P churn{PhantomBackend{}};
     std::mt19937_64 rng(7);
+    std::vector<std::size_t> step_sizes(256);
+    for (auto& n : step_sizes) n = sizes[rng() % sizes.size()];
     std::vector<typename P::handle> ws(64);
     std::size_t live_requested = 0, peak_requested = 0;
-    std::uint64_t driver_allocations = 0, allocations = 0;
-    for (int step = 0; step < 20000; ++step) {
-        auto& h = ws[rng() % ws.size()];
-        live_requested -= h.nbytes();
-        h = churn.allocate(sizes[rng() % sizes.size()]);
-        ++allocations;
-        live_requested += h.nbytes();
-        peak_requested = std::max(peak_requested, live_requested);
+    std::uint64_t allocations = 0, first_allocations = 0, first_driver = 0;
+    for (int iteration = 0; iteration < 40; ++iteration) {
+        std::shuffle(step_sizes.begin(), step_sizes.end(), rng);
+        for (std::size_t n : step_sizes) {
+            auto& h = ws[rng() % ws.size()];
+            live_requested -= h.nbytes();
+            h = churn.allocate(n);
+            ++allocations;
+            live_requested += h.nbytes();
+            peak_requested = std::max(peak_requested, live_requested);
+        }
+        if (iteration == 0) {
+            first_allocations = allocations;
+            first_driver = driver_allocations_of(churn.stats());
+        }
     }
     ws.clear();
     const auto cs = churn.stats();
@@ -104,11 +123,14 @@ void memory(benchmark::State& state, std::vector<std::size_t> (*make_mix)()) {
     state.counters["held"] = static_cast<double>(held);
     state.counters["waste_pct"] = 100.0 * static_cast<double>(held - requested) / static_cast<double>(requested);
     state.counters["cached_after"] = static_cast<double>(cs.bytes_cached);
-    driver_allocations = cs.segments || cs.peak_segment_bytes ? cs.segment_allocations : cs.misses;
+    const std::uint64_t driver_allocations = driver_allocations_of(cs);
     state.counters["peak_ratio"] = static_cast<double>(driver_peak(cs)) / static_cast<double>(peak_requested);
     state.counters["held_ratio"] = static_cast<double>(driver) / static_cast<double>(requested);
     state.counters["churn_driver_free_pct"] =
         100.0 * static_cast<double>(allocations - driver_allocations) / static_cast<double>(allocations);
+    state.counters["churn_driver_free_after_first_pct"] =
+        100.0 * (1.0 - static_cast<double>(driver_allocations - first_driver) /
+                           static_cast<double>(allocations - first_allocations));
     state.counters["churn_hit_rate"] = cs.hit_rate();
     state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(sizes.size()));
 }

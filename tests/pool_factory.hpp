@@ -35,7 +35,12 @@ struct is_sub_allocated<SubAllocated<B>> : std::true_type {};
 template <class B>
 B make_backend() {
     if constexpr (is_sub_allocated<B>::value) {
-        return B(make_backend<typename B::parent_type>());
+        // Full-size segments from the start: the suites' short sequences then stay in one
+        // segment, so a miss never empties the cache for a new one (which checks that count
+        // cached buffers would see). The growth from min_segment is tested in test_sub_allocated.
+        ArenaOptions o;
+        o.min_segment = o.large_segment;
+        return B(make_backend<typename B::parent_type>(), o);
     } else if constexpr (std::is_same_v<B, HostBackend>) {
         return HostBackend{};
 #ifdef CLPOOL_HAS_OPENCL

@@ -12,6 +12,11 @@
 #include <string>
 #include <vector>
 
+#if defined(__unix__) && !defined(__SANITIZE_THREAD__)
+#include <sys/wait.h>
+#include <unistd.h>
+#endif
+
 using namespace clpool;
 using namespace clpool::test;
 
@@ -26,6 +31,9 @@ ArenaOptions tiny() {
     o.small_limit = 4096;
     o.small_segment = 16384;
     o.large_segment = 65536;
+    o.large_limit = 32768;  // above it, a segment of the request's own size
+    o.large_round = 4096;
+    o.min_segment = 65536;  // no growth cap: segments are full size from the start
     return o;
 }
 
@@ -62,6 +70,12 @@ TEST_CASE("a base-address alignment of 0 or not a power of two is refused at con
     o = ArenaOptions{};
     o.small_segment = o.large_segment * 2;
     CHECK(error_of(ledger, o).find("small_limit <= small_segment <= large_segment") != std::string::npos);
+    o = ArenaOptions{};
+    o.large_limit = o.large_segment * 2;
+    CHECK(error_of(ledger, o).find("small_limit <= large_limit <= large_segment") != std::string::npos);
+    o = ArenaOptions{};
+    o.growth = 0;
+    CHECK(error_of(ledger, o).find("growth is 0") != std::string::npos);
     CHECK(ledger->allocations == 0);  // nothing was allocated on the way
 }
 
@@ -328,3 +342,107 @@ TEST_CASE("host::ArenaPool's snapshot agrees with its stats after random work") 
     CHECK(!snap.segments.empty());
     check_segments(snap);
 }
+
+TEST_CASE("segment sizes follow the request: small, large, the request's own above large_limit") {
+    auto ledger = std::make_shared<Ledger>();
+    Arena pool(SubAllocated<MockBackend>(MockBackend(ledger), tiny()));
+    auto small = pool.allocate(1000);
+    CHECK(pool.stats().segment_bytes == 16384);  // small_segment
+    auto large = pool.allocate(10000);
+    CHECK(pool.stats().segment_bytes == 16384 + 65536);  // large_segment
+    auto own = pool.allocate(60000);  // above large_limit, and more than the large segment has left:
+    CHECK(own.bucket_size() == 61440);  // a segment of its class's size (61440), rounded to large_round
+    CHECK(pool.stats().segment_bytes == 16384 + 65536 + 61440);
+    CHECK(own.buffer().offset() == 0);
+    CHECK(ledger->allocations == 3);
+}
+
+TEST_CASE("a new pool's segments grow with what it holds (growth, min_segment), up to the full size") {
+    auto ledger = std::make_shared<Ledger>();
+    auto o = tiny();
+    o.min_segment = 4096;
+    o.growth = 0.5;
+    Arena pool(SubAllocated<MockBackend>(MockBackend(ledger), o));
+    std::vector<Arena::handle> hs;
+    hs.push_back(pool.allocate(1000));
+    CHECK(pool.stats().segment_bytes == 4096);  // min_segment: nothing held yet
+    std::size_t last = 4096;
+    while (pool.stats().segment_bytes < 4 * 16384) {
+        const auto before = pool.stats().segment_bytes;
+        hs.push_back(pool.allocate(1000));
+        const auto grown = pool.stats().segment_bytes - before;
+        if (grown == 0) continue;
+        CHECK(grown <= std::max<std::size_t>(4096, before / 2));  // at most growth x what was held
+        CHECK(grown >= last);                                      // never shrinking while nothing goes back
+        CHECK(grown <= 16384);                                     // never above small_segment
+        last = grown;
+    }
+    CHECK(last == 16384);
+}
+
+TEST_CASE("best fit ties go to the oldest segment's lowest offset, the same on every run") {
+    auto ledger = std::make_shared<Ledger>();
+    Arena pool(SubAllocated<MockBackend>(MockBackend(ledger), tiny()));
+    std::vector<Arena::handle> a, b;  // two full small segments of four 4 KiB blocks each
+    for (int i = 0; i < 4; ++i) a.push_back(pool.allocate(4096));
+    for (int i = 0; i < 4; ++i) b.push_back(pool.allocate(4096));
+    REQUIRE(ledger->allocations == 2);
+    const auto* seg_a = &a[0].buffer().segment();
+    const auto* seg_b = &b[0].buffer().segment();
+    REQUIRE(seg_a != seg_b);
+    const std::size_t off_a1 = a[1].buffer().offset(), off_a3 = a[3].buffer().offset();
+    const std::size_t off_b1 = b[1].buffer().offset();
+    // Free, in an order that is neither age nor address: b1, a3, a1; then into the arena.
+    b[1].release();
+    a[3].release();
+    a[1].release();
+    pool.trim();  // the cache goes back; no segment is empty, so none is freed
+    REQUIRE(ledger->allocations - ledger->live == 0);
+    auto x = pool.allocate(4096);
+    auto y = pool.allocate(4096);
+    auto z = pool.allocate(4096);
+    CHECK(&x.buffer().segment() == seg_a);
+    CHECK(x.buffer().offset() == std::min(off_a1, off_a3));
+    CHECK(&y.buffer().segment() == seg_a);
+    CHECK(y.buffer().offset() == std::max(off_a1, off_a3));
+    CHECK(&z.buffer().segment() == seg_b);
+    CHECK(z.buffer().offset() == off_b1);
+    CHECK(ledger->allocations == 2);
+}
+
+#if defined(__unix__) && !defined(__SANITIZE_THREAD__)
+TEST_CASE("a fork child abandons the parent's arena (no segment freed, no range touched); its own pool works") {
+    auto ledger = std::make_shared<Ledger>();
+    auto pool = std::make_unique<Arena>(SubAllocated<MockBackend>(MockBackend(ledger), tiny()));
+    auto kept = pool->allocate(3000);
+    { auto cached = pool->allocate(5000); }  // a cached block too
+    REQUIRE(ledger->live == 2);              // a small and a large segment
+    const pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        alarm(20);  // a hang shows as SIGALRM
+        int code = 0;
+        kept.release();  // the parent's block: its range is not given back here
+        pool.reset();    // the parent's pool: abandoned, its segments never freed
+        if (ledger->live != 2) code = 3;
+        auto child_ledger = std::make_shared<Ledger>();
+        {
+            Arena fresh(SubAllocated<MockBackend>(MockBackend(child_ledger), tiny()));
+            auto a = fresh.allocate(3000);
+            auto b = fresh.allocate(3000);
+            if (!a || !b || child_ledger->allocations != 1 || &a.buffer().segment() != &b.buffer().segment()) code = 4;
+        }
+        if (child_ledger->live != 0) code = 5;  // the child's own pool frees its segments
+        _exit(code);  // no exit handlers: the parent's state is not the child's to tear down
+    }
+    int status = 0;
+    REQUIRE(waitpid(pid, &status, 0) == pid);
+    INFO("child killed by signal ", (WIFSIGNALED(status) ? WTERMSIG(status) : 0), " (14 = SIGALRM: a hang)");
+    REQUIRE(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);  // 3: the parent's segments freed in the child; 4, 5: the child's pool failed
+    kept.release();  // the parent goes on as before
+    CHECK(pool->allocate(3000));
+    pool.reset();
+    CHECK(ledger->live == 0);
+}
+#endif

@@ -55,6 +55,10 @@ ArenaOptions tiny(std::uint8_t b) {
     o.small_limit = 2048;
     o.small_segment = 8192;
     o.large_segment = 32768;
+    o.large_limit = 16384;
+    o.large_round = std::size_t{1024} << (b % 4);
+    o.min_segment = (b & 16) ? 4096 : 32768;  // with 4096 the growth cap shapes the first segments
+    o.growth = (b & 32) ? 0.5 : 0.125;
     o.max_free_fraction = (b & 8) ? 1.0 : 0.125;
     return o;
 }

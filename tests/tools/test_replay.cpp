@@ -346,38 +346,66 @@ TEST_CASE("buckets=arena takes the arena's options; they apply to it only and ar
 
 TEST_CASE("the arena replays the worked trace from one small segment per pool") {
     const Trace t = parse_trace(worked);
+    // Three (context, flags) pools each start with a min_segment (64 KiB) segment; the 1 MiB
+    // request does not fit pool (1, 0x1)'s and gets a segment of its own size (growth allows
+    // no more); 1000000 B is carved from it once the cache gave the 1 MiB block back. The
+    // USE_HOST_PTR buffer passes through.
+    constexpr std::size_t peak = 3 * (std::size_t{64} << 10) + (std::size_t{1} << 20) + 8192;
     for (auto what : {Target::type::host, Target::type::sim}) {
         Target target;
         target.what = what;
         CAPTURE(target.description());
         const Result r = run(t, alias_configs()[3], target);
-        // Three (context, flags) pools each take a 2 MiB segment; everything else of theirs is
-        // carved from it (4 KiB and 1 MiB share the first); the USE_HOST_PTR buffer passes through.
         CHECK(r.failed == 0);
-        CHECK(r.driver_allocations == 3 + 1);
-        CHECK(r.avoided() == 9 - 4);
-        CHECK(r.peak_held == 3 * (std::size_t{2} << 20) + 8192);
-        CHECK(r.stats.segment_allocations == 3);
+        CHECK(r.driver_allocations == 4 + 1);
+        CHECK(r.avoided() == 9 - 5);
+        CHECK(r.peak_held == peak);
+        CHECK(r.stats.segment_allocations == 4);
         CHECK(r.stats.sub_buffer_fallbacks == 0);
     }
-    // In 6 MiB + 8 KiB it fits; a byte less and a segment is refused (the request alone, 300 B
-    // rounded to 512, then fits: SubAllocated falls back to a segment of exactly the request).
+    // A byte less than what the pools need (the USE_HOST_PTR buffer, last, is never refused)
+    // and context 2's segment is refused; its 300 B request alone, rounded to 512, then
+    // fits: SubAllocated falls back to a segment of exactly the request.
     Target sim;
     sim.what = Target::type::sim;
-    sim.capacity = 3 * (std::size_t{2} << 20) - 1;
+    sim.capacity = peak - 8192 - 1;
     const Result tight = run(t, alias_configs()[3], sim);
     CHECK(tight.failed == 0);
-    CHECK(tight.peak_held < 3 * (std::size_t{2} << 20) + 8192);
+    CHECK(tight.peak_held < peak);
     const auto c = min_capacity(t, alias_configs()[3], Requirement{}, run_unpooled(t).peak_held, 1);
     REQUIRE(c.capacity.has_value());
-    CHECK(*c.capacity < 3 * (std::size_t{2} << 20));
+    CHECK(*c.capacity < peak);
+}
+
+TEST_CASE("the replay closes a context's pools after its last event, once none of its buffers is live") {
+    const Trace t = parse_trace(
+        "clpool-trace 1\n"
+        "1 alloc 1 0x1 0x1 4096\n"
+        "2 free 1\n"  // context 1's last event: its pool and its cached block go
+        "3 alloc 2 0x2 0x1 4096\n"
+        "4 alloc 3 0x3 0x1 4096\n"
+        "5 free 3\n"  // context 3's last event with 2 of context 2 live: only context 3 closes
+        "6 alloc 4 0x2 0x1 4096\n");
+    CHECK(t.events[1].ends_context);
+    CHECK_FALSE(t.events[2].ends_context);
+    CHECK(t.events[4].ends_context);
+    CHECK(t.events[5].ends_context);
+    Target sim;
+    sim.what = Target::type::sim;
+    const Result r = run(t, alias_configs()[0], sim);
+    CHECK(r.held[1] == 0);     // context 1's pool closed: nothing held
+    CHECK(r.held[4] == 4096);  // context 3's closed; context 2's buffer is live
+    CHECK(r.held_at_end == 2 * 4096);  // context 2 keeps its pool (a buffer never freed)
+    CHECK(r.stats.misses == 4);        // the closed pools' counts stay in the stats
 }
 
 TEST_CASE("--suggest's arena candidates print as SubAllocated pools with their options") {
     const std::string line = using_line(parse_config("buckets=arena,segment=8MiB,large-segment=64MiB,max-free=0", 1));
     CHECK(line.find("clpool::Pool<clpool::ArenaBuckets, clpool::DeviceLocal, clpool::Unlimited, clpool::SingleMutex, "
                     "clpool::SubAllocated<clpool::OpenCLBackend>>;") != std::string::npos);
-    CHECK(line.find("clpool::ArenaOptions{512, 1048576, 8388608, 67108864, 0}") != std::string::npos);
+    CHECK(line.find("clpool::ArenaOptions{.granularity = 512, .small_limit = 1048576, .small_segment = 8388608, "
+                    ".large_segment = 67108864, .large_limit = 10485760, .max_free_fraction = 0}") !=
+          std::string::npos);
     CHECK(using_line(alias_configs()[3]).find("that is clpool::ArenaPool") != std::string::npos);
 }
 

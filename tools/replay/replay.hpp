@@ -184,6 +184,8 @@ inline Config parse_config(std::string_view spec, std::size_t ordinal) {
     if (!arena_keys.empty() && c.buckets != bucket_scheme::arena)
         throw config_spec_error("--config " + arena_keys.front() + "= applies to buckets=arena only (in '" + c.spec +
                                 "')");
+    // A large segment below large_limit: requests between them get their own segments.
+    c.arena.large_limit = std::min(c.arena.large_limit, c.arena.large_segment);
     if (!std::has_single_bit(c.arena.granularity))
         throw config_spec_error("--config granularity=" + std::to_string(c.arena.granularity) +
                                 " is not a power of two");
@@ -352,65 +354,19 @@ public:
                 ++counter_.frees;
                 counter_.held -= e.bytes;
             }
+            if (e.ends_context) close(e.ctx);
             return true;
         }
-        if (e.kind == op::free) {
-            auto it = live_.find(e.id);
-            if (it == live_.end()) return true;  // its alloc failed
-            waste_ -= it->second.bucket_size() - it->second.nbytes();
-            live_.erase(it);
-            return true;
-        }
-        auto& slot = pools_[{e.ctx, e.flags}];
-        if (!slot) slot = std::make_unique<PoolT>(make_(e.flags, &counter_), limits_);
-        try {
-            auto h = slot->allocate(static_cast<std::size_t>(e.bytes));
-            waste_ += h.bucket_size() - h.nbytes();
-            live_.emplace(e.id, std::move(h));
-            return true;
-        } catch (const out_of_memory&) {
-            return false;
-        } catch (const size_error&) {
-            return false;
-        }
+        const bool ok = e.kind == op::free ? (release(e), true) : obtain(e);
+        if (e.ends_context) close(e.ctx);
+        return ok;
     }
 
     PoolStats stats() const override {
         PoolStats out;
         std::map<std::size_t, BucketStats> buckets;
-        for (const auto& [key, pool] : pools_) {
-            const PoolStats s = pool->stats();
-            out.hits += s.hits;
-            out.misses += s.misses;
-            out.evictions += s.evictions;
-            out.driver_frees += s.driver_frees;
-            out.oom_retries += s.oom_retries;
-            out.failed_allocations += s.failed_allocations;
-            out.bytes_allocated += s.bytes_allocated;
-            out.bytes_cached += s.bytes_cached;
-            out.bytes_in_use += s.bytes_in_use;
-            out.bytes_requested += s.bytes_requested;
-            out.bytes_pending += s.bytes_pending;
-            out.peak_bytes_allocated += s.peak_bytes_allocated;  // an upper bound across pools
-            out.peak_bytes_in_use += s.peak_bytes_in_use;
-            out.segments += s.segments;
-            out.segment_bytes += s.segment_bytes;
-            out.peak_segment_bytes += s.peak_segment_bytes;  // an upper bound across pools
-            out.segment_free_bytes += s.segment_free_bytes;
-            out.largest_free_block = std::max(out.largest_free_block, s.largest_free_block);
-            out.segment_allocations += s.segment_allocations;
-            out.sub_buffer_fallbacks += s.sub_buffer_fallbacks;
-            for (const auto& b : s.buckets) {
-                auto& m = buckets[b.bucket_size];
-                m.bucket_size = b.bucket_size;
-                m.hits += b.hits;
-                m.misses += b.misses;
-                m.evictions += b.evictions;
-                m.cached_buffers += b.cached_buffers;
-                m.in_use_buffers += b.in_use_buffers;
-                m.pending_buffers += b.pending_buffers;
-            }
-        }
+        for (const auto& [key, pool] : pools_) merge(out, buckets, pool->stats());
+        merge(out, buckets, closed_);
         for (auto& [size, b] : buckets) out.buckets.push_back(b);
         return out;
     }
@@ -418,9 +374,85 @@ public:
     std::size_t waste() const noexcept override { return waste_; }
 
 private:
+    void release(const Event& e) {
+        auto it = live_.find(e.id);
+        if (it == live_.end()) return;  // its alloc failed
+        waste_ -= it->second.bucket_size() - it->second.nbytes();
+        live_.erase(it);
+        --live_in_ctx_[e.ctx];
+    }
+    bool obtain(const Event& e) {
+        auto& slot = pools_[{e.ctx, e.flags}];
+        if (!slot) slot = std::make_unique<PoolT>(make_(e.flags, &counter_), limits_);
+        try {
+            auto h = slot->allocate(static_cast<std::size_t>(e.bytes));
+            waste_ += h.bucket_size() - h.nbytes();
+            live_.emplace(e.id, std::move(h));
+            ++live_in_ctx_[e.ctx];
+            return true;
+        } catch (const out_of_memory&) {
+            return false;
+        } catch (const size_error&) {
+            return false;
+        }
+    }
+    // The context's last event: with none of its buffers live, its pools
+    // close (their cache and segments go back), as the interposer's do when
+    // the application releases the context. Their counts stay in closed_.
+    void close(std::uint64_t ctx) {
+        if (live_in_ctx_[ctx] != 0) return;  // buffers never freed keep their pools
+        for (auto it = pools_.lower_bound({ctx, 0}); it != pools_.end() && it->first.first == ctx;) {
+            PoolStats s = it->second->stats();
+            s.bytes_allocated = s.bytes_cached = s.bytes_in_use = s.bytes_requested = s.bytes_pending = 0;
+            s.segments = s.segment_bytes = s.segment_free_bytes = s.largest_free_block = 0;
+            for (auto& b : s.buckets) b.cached_buffers = b.in_use_buffers = b.pending_buffers = 0;
+            std::map<std::size_t, BucketStats> buckets;
+            for (const auto& b : closed_.buckets) buckets[b.bucket_size] = b;
+            closed_.buckets.clear();
+            merge(closed_, buckets, s);
+            for (auto& [size, b] : buckets) closed_.buckets.push_back(b);
+            it = pools_.erase(it);
+        }
+    }
+    // Adds s into out (and its buckets into `buckets`, by size).
+    static void merge(PoolStats& out, std::map<std::size_t, BucketStats>& buckets, const PoolStats& s) {
+        out.hits += s.hits;
+        out.misses += s.misses;
+        out.evictions += s.evictions;
+        out.driver_frees += s.driver_frees;
+        out.oom_retries += s.oom_retries;
+        out.failed_allocations += s.failed_allocations;
+        out.bytes_allocated += s.bytes_allocated;
+        out.bytes_cached += s.bytes_cached;
+        out.bytes_in_use += s.bytes_in_use;
+        out.bytes_requested += s.bytes_requested;
+        out.bytes_pending += s.bytes_pending;
+        out.peak_bytes_allocated += s.peak_bytes_allocated;  // an upper bound across pools
+        out.peak_bytes_in_use += s.peak_bytes_in_use;
+        out.segments += s.segments;
+        out.segment_bytes += s.segment_bytes;
+        out.peak_segment_bytes += s.peak_segment_bytes;  // an upper bound across pools
+        out.segment_free_bytes += s.segment_free_bytes;
+        out.largest_free_block = std::max(out.largest_free_block, s.largest_free_block);
+        out.segment_allocations += s.segment_allocations;
+        out.sub_buffer_fallbacks += s.sub_buffer_fallbacks;
+        for (const auto& b : s.buckets) {
+            auto& m = buckets[b.bucket_size];
+            m.bucket_size = b.bucket_size;
+            m.hits += b.hits;
+            m.misses += b.misses;
+            m.evictions += b.evictions;
+            m.cached_buffers += b.cached_buffers;
+            m.in_use_buffers += b.in_use_buffers;
+            m.pending_buffers += b.pending_buffers;
+        }
+    }
+
     MakeBackend make_;
     typename PoolT::limit_policy limits_;
     std::map<std::pair<std::uint64_t, std::uint64_t>, std::unique_ptr<PoolT>> pools_;
+    PoolStats closed_;  // the counts of the pools closed with their context
+    std::unordered_map<std::uint64_t, std::size_t> live_in_ctx_;      // live handles per context
     std::unordered_map<std::uint64_t, typename PoolT::handle> live_;  // destroyed first: handles go back to pools
     std::size_t waste_ = 0;
 };

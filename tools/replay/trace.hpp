@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace clpool::replay {
@@ -26,6 +27,10 @@ struct Event {
     std::uint64_t flags = 0;
     std::uint64_t bytes = 0;
     std::size_t line = 0;  // 1-based line in the file
+    // The last event of its context in the trace. The format records no
+    // context release; a replay takes a context with no more events as
+    // released (the interposer closes its pools at clReleaseContext).
+    bool ends_context = false;
 };
 
 struct Trace {
@@ -199,6 +204,9 @@ inline Trace parse_trace(std::string_view text) {
     }
     if (!header_seen) throw trace_error(1, "empty file; expected the header '" + std::string(trace_header) + "'");
     trace.lines = line_no;
+    std::unordered_set<std::uint64_t> seen;
+    for (auto it = trace.events.rbegin(); it != trace.events.rend(); ++it)
+        it->ends_context = seen.insert(it->ctx).second;
     trace.live_at_end = live.size();
     for (const auto& [id, index] : live) trace.live_bytes_at_end += trace.events[index].bytes;
     return trace;

@@ -44,7 +44,15 @@ struct ArenaOptions {
                                             // parent's sub_alignment() where that is larger
     std::size_t small_limit = 1u << 20;     // requests up to 1 MiB share small segments
     std::size_t small_segment = 2u << 20;   // of 2 MiB
-    std::size_t large_segment = 20u << 20;  // larger requests split 20 MiB segments; above it, one of their own
+    std::size_t large_segment = 20u << 20;  // larger requests split 20 MiB segments,
+    std::size_t large_limit = 10u << 20;    // above 10 MiB a segment of their own size
+    std::size_t large_round = 2u << 20;     // rounded up to 2 MiB (any large request may split it later)
+    // While a device pool holds little, a new segment is at most `growth` of
+    // the bytes its segments hold (never below min_segment, nor the request):
+    // a small pool's last segment stays a small part of what it holds.
+    // Pinned pools take full-size segments at once (a pinned allocation is slow).
+    std::size_t min_segment = 64u << 10;
+    double growth = 0.125;
     // Before a new segment is made, whole empty segments go back to the
     // driver if more than this fraction of the segments' bytes is free: the
     // knob between bytes held (lower) and driver calls (fewer). 0 always, 1 never.
@@ -151,8 +159,8 @@ struct forward_events<B, true> {
 }  // namespace detail
 
 // A backend adaptor: a Pool over SubAllocated<B> gets its blocks carved from
-// segments of B (2 MiB for requests up to 1 MiB, 20 MiB above, a segment of
-// its own above 20 MiB), best fit, split and merged with free neighbours
+// segments of B (2 MiB for requests up to 1 MiB, 20 MiB up to 10 MiB, a
+// segment of its own size above; smaller while the pool holds little), best fit, split and merged with free neighbours
 // (BFC). The pool's buckets cache released blocks as before, so a hit is the
 // same list pop and makes no driver call; a miss is carved from a segment
 // (the parent's sub_range: clCreateSubBuffer for OpenCL), and only when no
@@ -205,7 +213,7 @@ public:
         return view_of(r, n, kind);
     }
 
-    // A new segment (the request's own above large_segment), carved at once.
+    // A new segment (the request's own above large_limit), carved at once.
     // Whole empty segments go back to the driver first: none could hold the
     // request (the pool asked allocate_held), and keeping them would only
     // add to what the pool holds beyond what is live.
@@ -213,7 +221,9 @@ public:
         if (too_much_free()) release_empty();
         auto& space = shared_->space;
         const std::size_t rounded = space.round(n);
-        const std::size_t seg_bytes = space.segment_size_for(rounded, max_alloc_);
+        // Pinned memory starts at full-size segments: each pinned allocation costs about 1 ms
+        // (and a map), and host memory is not what decides whether a model fits.
+        const std::size_t seg_bytes = space.segment_size_for(rounded, max_alloc_, kind == MemoryKind::device_local);
         auto got = parent_.allocate(seg_bytes, kind);
         if (got.status != AllocStatus::ok) {
             if (seg_bytes == rounded) return {memory_type(), got.status, got.native_code};
@@ -314,10 +324,27 @@ private:
             throw config_error("clpool: ArenaOptions needs small_limit <= small_segment <= large_segment (got " +
                                std::to_string(o.small_limit) + ", " + std::to_string(o.small_segment) + ", " +
                                std::to_string(o.large_segment) + ")");
+        if (o.small_limit > o.large_limit || o.large_limit > o.large_segment)
+            throw config_error("clpool: ArenaOptions needs small_limit <= large_limit <= large_segment (got " +
+                               std::to_string(o.small_limit) + ", " + std::to_string(o.large_limit) + ", " +
+                               std::to_string(o.large_segment) + ")");
+        if (o.large_round == 0 || o.min_segment == 0)
+            throw config_error("clpool: ArenaOptions::large_round and min_segment must be at least 1 byte (got " +
+                               std::to_string(o.large_round) + ", " + std::to_string(o.min_segment) + ")");
+        if (!(o.growth > 0.0 && o.growth <= 1.0))
+            throw config_error("clpool: ArenaOptions::growth is " + std::to_string(o.growth) +
+                               "; it must be above 0 and at most 1");
         if (!(o.max_free_fraction >= 0.0 && o.max_free_fraction <= 1.0))
             throw config_error("clpool: ArenaOptions::max_free_fraction is " + std::to_string(o.max_free_fraction) +
                                "; it must be between 0 and 1");
-        return {std::max(o.granularity, align), o.small_limit, o.small_segment, o.large_segment};
+        return {std::max(o.granularity, align),
+                o.small_limit,
+                o.small_segment,
+                o.large_segment,
+                o.large_limit,
+                o.large_round,
+                o.min_segment,
+                o.growth};
     }
 
     Allocation<memory_type> add_and_carve(typename B::memory_type& mem, std::size_t seg_bytes, std::size_t n,

@@ -18,10 +18,12 @@ namespace clpool::detail {
 // The free space of a sub-allocating backend, over segments of Memory (the
 // parent backend's memory_type). Two kinds of segment, as PyTorch's caching
 // allocator has: small ones that hold requests up to small_limit, large ones
-// (or one of its own, for a request above large_segment) for the rest, so
-// small blocks do not crumble the large segments. Every range of a segment is
-// on its address-ordered chain; free ranges are also in their kind's tree,
-// ordered by (size, segment, offset): lower_bound(n) is the best fit.
+// for the rest (a request above large_limit gets a segment of its own size,
+// which later serves any large request), so small blocks do not crumble the
+// large segments. Every range of a segment is on its address-ordered chain;
+// free ranges are also in their kind's tree, ordered by (size, segment's
+// serial number, offset): lower_bound(n) is the best fit, and ties go to the
+// oldest segment's lowest address, the same on every run.
 // Nothing here allocates on release (intrusive nodes), so release is noexcept.
 // Not locked itself: the owner holds mutex() around every call.
 template <class Memory>
@@ -41,15 +43,20 @@ public:
         boost::intrusive::list_member_hook<> hook;
         Memory memory;
         std::size_t size = 0;
-        int kind = 0;  // index of its free tree: pool_of(size of the request it was made for)
+        std::uint64_t serial = 0;  // order of creation: the best fit's tie-break (deterministic)
+        int kind = 0;              // index of its free tree: pool_of(size of the request it was made for)
         range* first = nullptr;
     };
 
     struct options {
-        std::size_t granularity = 512;            // every offset and block size is a multiple (a power of two)
-        std::size_t small_limit = 1u << 20;       // requests up to this share small segments
-        std::size_t small_segment = 2u << 20;     // the size of a small segment
-        std::size_t large_segment = 20u << 20;    // the size of a large one; larger requests get their own
+        std::size_t granularity = 512;          // every offset and block size is a multiple (a power of two)
+        std::size_t small_limit = 1u << 20;     // requests up to this share small segments
+        std::size_t small_segment = 2u << 20;   // the size of a small segment
+        std::size_t large_segment = 20u << 20;  // the size of a large one
+        std::size_t large_limit = 10u << 20;    // larger requests get a segment of their own size,
+        std::size_t large_round = 2u << 20;     // rounded up to a multiple of this
+        std::size_t min_segment = 64u << 10;    // a new segment is at most growth x the bytes held,
+        double growth = 0.125;                  // but never below this (nor the request)
     };
 
     explicit arena(options o) noexcept : opt_(o) {}
@@ -71,13 +78,21 @@ public:
         const std::size_t g = opt_.granularity;
         return n == 0 ? g : (n + g - 1) & ~(g - 1);
     }
-    // Which free tree serves a request: 0 small, 1 large, 2 above a large segment.
-    int pool_of(std::size_t rounded) const noexcept {
-        return rounded <= opt_.small_limit ? 0 : rounded <= opt_.large_segment ? 1 : 2;
-    }
-    // The segment a new request of `rounded` bytes gets, at most max_alloc (and at least rounded).
-    std::size_t segment_size_for(std::size_t rounded, std::size_t max_alloc) const noexcept {
-        const std::size_t s = pool_of(rounded) == 0 ? opt_.small_segment : std::max(rounded, opt_.large_segment);
+    // Which free tree serves a request: 0 small, 1 large.
+    int pool_of(std::size_t rounded) const noexcept { return rounded <= opt_.small_limit ? 0 : 1; }
+    // The segment a new request of `rounded` bytes gets: a small or a large
+    // segment, or above large_limit the request rounded up to large_round;
+    // while the arena holds little, no more than growth x what it holds (at
+    // least min_segment), so a small pool's slack stays a small part of it.
+    // At least rounded, at most max_alloc. Without `gradual`, full size at once.
+    std::size_t segment_size_for(std::size_t rounded, std::size_t max_alloc, bool gradual) const noexcept {
+        std::size_t s = rounded <= opt_.small_limit   ? opt_.small_segment
+                        : rounded <= opt_.large_limit ? opt_.large_segment
+                                                      : round_up(rounded, opt_.large_round);
+        if (gradual) {
+            const auto held_share = static_cast<std::size_t>(opt_.growth * static_cast<double>(segment_bytes_));
+            s = std::min(s, round_up(std::max(held_share, opt_.min_segment), opt_.granularity));
+        }
         return std::max(rounded, std::min(s, max_alloc));
     }
 
@@ -120,6 +135,7 @@ public:
         }
         s->memory = std::move(memory);
         s->size = size;
+        s->serial = next_serial_++;
         s->kind = kind;
         s->first = r;
         r->size = size;
@@ -202,7 +218,7 @@ private:
     struct by_size {
         bool operator()(const range& a, const range& b) const noexcept {
             if (a.size != b.size) return a.size < b.size;
-            if (a.seg != b.seg) return std::less<>{}(a.seg, b.seg);
+            if (a.seg != b.seg) return a.seg->serial < b.seg->serial;
             return a.offset < b.offset;
         }
     };
@@ -217,6 +233,9 @@ private:
         boost::intrusive::list<segment, boost::intrusive::member_hook<segment, decltype(segment::hook), &segment::hook>,
                                boost::intrusive::constant_time_size<false>>;
 
+    static std::size_t round_up(std::size_t n, std::size_t unit) noexcept {
+        return unit <= 1 ? n : (n + unit - 1) / unit * unit;
+    }
     void insert_free(range& r) noexcept {
         free_[r.seg->kind].insert(r);
         free_bytes_ += r.size;
@@ -229,12 +248,13 @@ private:
 
     options opt_;
     std::mutex mutex_;
-    // Per kind of segment: small (2 MiB) ones, large (20 MiB) ones, and those
-    // made for one request above a large segment, which serve only such
-    // requests (a small block left in one would pin the whole segment).
-    std::array<tree_type, 3> free_;
+    // Per kind of segment: small (2 MiB) ones, and large ones (20 MiB, or a
+    // request's own above large_limit); a small block left in a large
+    // segment would pin it, so small requests never split one.
+    std::array<tree_type, 2> free_;
     segment_list segments_;
     std::size_t segment_count_ = 0;
+    std::uint64_t next_serial_ = 0;
     std::uint64_t segment_allocations_ = 0;
     std::size_t segment_bytes_ = 0;
     std::size_t peak_segment_bytes_ = 0;
