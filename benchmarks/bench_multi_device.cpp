@@ -29,10 +29,11 @@ std::size_t transfer_bytes() {
     return v ? static_cast<std::size_t>(std::strtoull(v, nullptr, 10)) : std::size_t{256} << 20;
 }
 
-// The platform with the most GPUs, else the one with the most devices; a context over its devices.
+// The platform with the most GPUs, else the one with the most devices; a context over its devices,
+// or with CLPOOL_BENCH_CONTEXTS=per-device one context per device (the DeviceHandle layout).
 struct Devices {
     std::vector<cl_device_id> ids;
-    cl::Context context;
+    std::vector<cl::Context> contexts;
     std::vector<cl::CommandQueue> queues;
 
     static Devices& get() {
@@ -68,11 +69,20 @@ private:
         Devices d;
         d.ids = best;
         cl_int err = CL_SUCCESS;
-        d.context = cl::Context(
-            clCreateContext(nullptr, static_cast<cl_uint>(best.size()), best.data(), nullptr, nullptr, &err), false);
-        if (err != CL_SUCCESS) throw std::runtime_error("clCreateContext: " + std::to_string(err));
-        for (cl_device_id id : best) {
-            cl_command_queue q = clCreateCommandQueue(d.context(), id, 0, &err);
+        const char* layout = std::getenv("CLPOOL_BENCH_CONTEXTS");
+        const bool per_device = layout && std::string(layout) == "per-device";
+        auto make_context = [&](const cl_device_id* ids, std::size_t n) {
+            cl::Context c(clCreateContext(nullptr, static_cast<cl_uint>(n), ids, nullptr, nullptr, &err), false);
+            if (err != CL_SUCCESS) throw std::runtime_error("clCreateContext: " + std::to_string(err));
+            d.contexts.push_back(c);
+        };
+        if (per_device)
+            for (cl_device_id id : best) make_context(&id, 1);
+        else
+            make_context(best.data(), best.size());
+        for (std::size_t i = 0; i < best.size(); ++i) {
+            const cl::Context& c = d.contexts[per_device ? i : 0];
+            cl_command_queue q = clCreateCommandQueue(c(), best[i], 0, &err);
             if (err != CL_SUCCESS) throw std::runtime_error("clCreateCommandQueue: " + std::to_string(err));
             d.queues.emplace_back(q, false);
         }
