@@ -205,8 +205,12 @@ private:
         mutex_.unlock();
     }
 
-    void ensure_workers(std::size_t want) noexcept {
+    // Enough workers for this copy's parts beside the copies already in
+    // flight (one per device when several upload at once), one per core at most.
+    void ensure_workers(std::size_t per_copy) noexcept {
         std::lock_guard lock(mutex_);
+        const std::size_t cores = std::max(1u, std::thread::hardware_concurrency());
+        const std::size_t want = std::max(per_copy, std::min(per_copy * (jobs_.size() + 1), cores - 1));
         while (workers_ < want) {
             try {
                 std::thread([this] { run(); }).detach();
