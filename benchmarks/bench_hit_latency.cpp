@@ -4,7 +4,9 @@
 //   caches (a hit pair). Time per iteration = ns per pair.
 // hit/<lock>+history_{off,on,stacks}/<backend>/<bytes>: the same pair with the
 //   pool's history off, on (record_history(65536)) and on with call sites
-//   (issue 16; docs/BENCHMARKS.md, "History on the hit path").
+//   (issue 16; docs/BENCHMARKS.md, "History on the hit path");
+//   hit/<lock>+history_on1k/...: a ring of 1024 events, which stays in cache.
+// history/ticks: one read of the history's time stamp (detail::ticks()).
 // raw/create/<kind>/<bytes>: clCreateBuffer + clReleaseMemObject alone. Drivers
 //   allocate lazily, so this is misleadingly cheap: no memory exists yet.
 // raw/create_first_use/<kind>/<bytes>: clCreateBuffer, a first use that makes
@@ -45,8 +47,16 @@ void add_hit_history(const std::string& lock, const std::string& backend) {
     };
     clpool::benchmarks::register_hit<P>(lock + "+history_off/" + backend, with(0, CallSites::off), bytes);
     clpool::benchmarks::register_hit<P>(lock + "+history_on/" + backend, with(65536, CallSites::off), bytes);
+    clpool::benchmarks::register_hit<P>(lock + "+history_on1k/" + backend, with(1024, CallSites::off), bytes);
     clpool::benchmarks::register_hit<P>(lock + "+history_stacks/" + backend, with(65536, CallSites::on), bytes);
 }
+
+// What one history time stamp costs on this machine (rdtsc on x86).
+void history_ticks(benchmark::State& state) {
+    std::uint64_t sum = 0;
+    for (auto _ : state) benchmark::DoNotOptimize(sum += clpool::detail::ticks());
+}
+BENCHMARK(history_ticks)->Name("history/ticks");
 
 #ifdef CLPOOL_HAS_OPENCL
 enum class raw_kind { device, pinned };

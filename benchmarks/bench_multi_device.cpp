@@ -78,8 +78,7 @@ private:
         };
         if (per_device)
             for (cl_device_id id : best) make_context(&id, 1);
-        else
-            make_context(best.data(), best.size());
+        else make_context(best.data(), best.size());
         for (std::size_t i = 0; i < best.size(); ++i) {
             const cl::Context& c = d.contexts[per_device ? i : 0];
             cl_command_queue q = clCreateCommandQueue(c(), best[i], 0, &err);
