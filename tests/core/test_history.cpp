@@ -26,14 +26,21 @@ using namespace clpool::test;
 #else
 #define HISTORY_SITE [[gnu::noinline, gnu::noipa]]
 #endif
+// The empty asm after each call keeps it out of tail position: a tail call
+// (`jmp` to Handle::release when it is not inlined) would leave no frame of
+// release_here on the stack, and the test function would be the innermost.
 namespace history_sites {
+inline void keep_frame() { asm volatile("" ::: "memory"); }
 template <class P>
 HISTORY_SITE typename P::handle allocate_here(P& pool, std::size_t n) {
-    return pool.allocate(n);
+    auto h = pool.allocate(n);
+    keep_frame();
+    return h;
 }
 template <class H>
 HISTORY_SITE void release_here(H& h) {
     h.release();
+    keep_frame();
 }
 }  // namespace history_sites
 
