@@ -223,7 +223,11 @@ public:
         const std::size_t rounded = space.round(n);
         // Pinned memory starts at full-size segments: each pinned allocation costs about 1 ms
         // (and a map), and host memory is not what decides whether a model fits.
-        const std::size_t seg_bytes = space.segment_size_for(rounded, max_alloc_, kind == MemoryKind::device_local);
+        std::size_t seg_bytes = 0;
+        {
+            std::lock_guard lock(space.mutex());  // segment_size_for reads what the arena holds
+            seg_bytes = space.segment_size_for(rounded, max_alloc_, kind == MemoryKind::device_local);
+        }
         auto got = parent_.allocate(seg_bytes, kind);
         if (got.status != AllocStatus::ok) {
             if (seg_bytes == rounded) return {memory_type(), got.status, got.native_code};
