@@ -132,6 +132,7 @@ struct magazine_registry {
             retired.push_back(std::move(r));
             if (retired.size() > retired_max) {
                 std::vector<const history_ring*> all;
+                all.reserve(retired.size());
                 for (const auto& x : retired) all.push_back(x.get());
                 auto merged = history_ring::merge(all, history_cfg);
                 retired.clear();
@@ -314,6 +315,7 @@ public:
     void set_history(Lists&, history_config cfg, Apply&& apply) {
         std::lock_guard g(registry_.mutex);
         std::vector<std::unique_ptr<history_ring>> rings;  // made before the magazine locks; the old ones after
+        rings.reserve(registry_.mags.size());
         for (std::size_t i = 0; i < registry_.mags.size(); ++i)
             rings.push_back(cfg.on() ? std::make_unique<history_ring>(cfg) : nullptr);
         for (magazine_base* b : registry_.mags) b->lock.lock();
