@@ -6,7 +6,8 @@
 //   pool's history off, on (record_history(65536)) and on with call sites
 //   (issue 16; docs/BENCHMARKS.md, "History on the hit path");
 //   hit/<lock>+history_on1k/...: a ring of 1024 events, which stays in cache.
-// history/ticks: one read of the history's time stamp (detail::ticks()).
+// history/clock: one read of the history's time stamp (detail::history_clock::now(),
+//   the ticker's word once a history is on).
 // raw/create/<kind>/<bytes>: clCreateBuffer + clReleaseMemObject alone. Drivers
 //   allocate lazily, so this is misleadingly cheap: no memory exists yet.
 // raw/create_first_use/<kind>/<bytes>: clCreateBuffer, a first use that makes
@@ -51,12 +52,13 @@ void add_hit_history(const std::string& lock, const std::string& backend) {
     clpool::benchmarks::register_hit<P>(lock + "+history_stacks/" + backend, with(65536, CallSites::on), bytes);
 }
 
-// What one history time stamp costs on this machine (rdtsc on x86).
-void history_ticks(benchmark::State& state) {
+// What one history time stamp costs on this machine, its ticker running.
+void history_clock(benchmark::State& state) {
+    clpool::detail::history_clock::start();
     std::uint64_t sum = 0;
-    for (auto _ : state) benchmark::DoNotOptimize(sum += clpool::detail::ticks());
+    for (auto _ : state) benchmark::DoNotOptimize(sum += clpool::detail::history_clock::now());
 }
-BENCHMARK(history_ticks)->Name("history/ticks");
+BENCHMARK(history_clock)->Name("history/clock");
 
 #ifdef CLPOOL_HAS_OPENCL
 enum class raw_kind { device, pinned };

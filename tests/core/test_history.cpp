@@ -8,6 +8,7 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <map>
 #include <cstddef>
 #include <cstdlib>
 #include <memory>
@@ -84,8 +85,8 @@ TEST_CASE_TEMPLATE("history: hit, miss, free, evict and trim are recorded in ord
                    MockPool<PowerOfTwoBuckets, DeviceLocal, Unlimited, ThreadCached<4>>,
                    MockPool<PowerOfTwoBuckets, DeviceLocal, Unlimited, ThreadCached<8, Striped<4>>>, host::BufferPool) {
     auto pool = make_pool<P>();
-    pool->record_history(100);
     const std::uint64_t before = detail::steady_ns();
+    pool->record_history(100);
     auto a = pool->allocate(1000);
     a.set_tag("first");
     a.release();
@@ -108,7 +109,9 @@ TEST_CASE_TEMPLATE("history: hit, miss, free, evict and trim are recorded in ord
                   {HistoryAction::free, false, 900, 1024, ""},
                   {HistoryAction::evict, false, 0, 1024, ""},
                   {HistoryAction::trim, false, 0, 1024, ""}});
-    CHECK(h.events.front().t_ns >= before);
+    // Time stamps are late by up to a tick of history_clock (1 ms; more when the
+    // machine is too busy to run the ticker): a second is far beyond both.
+    CHECK(h.events.front().t_ns + 1'000'000'000 >= before);
     CHECK(h.events.back().t_ns <= snap.taken_ns);
     CHECK(snap.buffers.empty());
 }
@@ -382,4 +385,85 @@ TEST_CASE("CLPOOL_HISTORY in the environment: every new pool records, or cannot 
     CHECK(snap.history->recorded == 1);
     const bool want_stacks = stacks && std::string(stacks) == "1";
     CHECK(snap.buffers[0].frames.empty() == !want_stacks);
+}
+
+TEST_CASE("history: time stamps follow the steady clock to within its ticks") {
+    auto pool = make_pool<MockPool<PowerOfTwoBuckets, DeviceLocal, Unlimited, SingleMutex>>();
+    pool->record_history(16);
+    pool->allocate(64).release();
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    const std::uint64_t later = detail::steady_ns();
+    pool->allocate(64).release();
+    const auto snap = pool->snapshot();
+    const auto& e = snap.history->events;
+    REQUIRE(e.size() == 4);
+    // The ticker ran while the test slept: the second pair is stamped after
+    // the first by most of the sleep, and not before `later` less a second.
+    CHECK(e[2].t_ns >= e[1].t_ns + 50'000'000);
+    CHECK(e[2].t_ns + 1'000'000'000 >= later);
+    CHECK(e[3].t_ns <= snap.taken_ns);
+}
+
+TEST_CASE("history: rings merge by time, keeping each ring's, each thread's and each buffer's order") {
+    using detail::history_slot;
+    // An event at tick t of `thread`'s n-th event and of buffer id's k-th.
+    auto ev = [](std::uint64_t t, std::uint64_t thread, std::uint64_t n, std::uintptr_t id, std::uint32_t k,
+                 HistoryAction a) {
+        return history_slot{t, (thread << detail::thread_order::count_bits) | n, id, 64, 64, nullptr, a, false, false,
+                            k};
+    };
+    auto merged = [](const std::vector<history_slot>& all, const std::vector<std::size_t>& ends,
+                     std::vector<bool> one_order = {}) {
+        one_order.resize(ends.size(), true);
+        return detail::history_ring::merge_order(ends, one_order,
+                                                 [&](std::size_t i) -> const history_slot& { return all[i]; });
+    };
+    using order = std::vector<std::size_t>;
+    // Ring 0 (thread 1) released buffer 7 in the same tick (t = 5) as ring 1
+    // (thread 2) handed it out: the hand-out first; by time otherwise.
+    CHECK(merged({ev(1, 1, 1, 3, 0, HistoryAction::alloc), ev(5, 1, 2, 7, 1, HistoryAction::free),
+                  ev(5, 1, 3, 3, 1, HistoryAction::free),  // ring 0 ends
+                  ev(2, 2, 1, 9, 0, HistoryAction::alloc), ev(5, 2, 2, 7, 0, HistoryAction::alloc),
+                  ev(6, 2, 3, 9, 1, HistoryAction::free)},
+                 {3, 6}) == order{0, 3, 4, 1, 2, 5});
+    // One thread's events in two rings (two lock stripes), one tick: the
+    // thread's order, though ring 0 comes first.
+    CHECK(merged({ev(4, 1, 3, 0, 0, HistoryAction::trim),  // ring 0 ends
+                  ev(4, 1, 1, 8, 0, HistoryAction::alloc), ev(4, 1, 2, 8, 1, HistoryAction::free)},
+                 {1, 3}) == order{1, 2, 0});
+    // A buffer handed out and released twice within a tick, by threads 1 and
+    // 2 and then 3 and 4: its own count orders the four events.
+    CHECK(merged({ev(9, 2, 1, 5, 11, HistoryAction::free), ev(9, 4, 1, 5, 13, HistoryAction::free),  // merged ring
+                  ev(9, 1, 1, 5, 10, HistoryAction::alloc),                                        // thread 1's ring
+                  ev(9, 3, 1, 5, 12, HistoryAction::alloc)},                                       // thread 3's
+                 {2, 3, 4}, {false, true, true}) == order{2, 0, 3, 1});
+    // Where nothing orders two events, the earlier ring's comes first.
+    CHECK(merged({ev(4, 1, 1, 8, 0, HistoryAction::free), ev(4, 2, 1, 0, 0, HistoryAction::trim),
+                  ev(4, 3, 1, 9, 0, HistoryAction::alloc)},
+                 {1, 2, 3}) == order{0, 1, 2});
+}
+
+TEST_CASE_TEMPLATE("history: a buffer handed to another thread is released after it was handed out", P,
+                   MockPool<PowerOfTwoBuckets, DeviceLocal, Unlimited, ThreadCached<4>>,
+                   MockPool<PowerOfTwoBuckets, DeviceLocal, Unlimited, ThreadCached<8, Striped<4>>>) {
+    // Hand-outs land in the allocating thread's ring, releases in the
+    // releasing thread's: both within one tick of the clock, mostly.
+    auto pool = make_pool<P>();
+    pool->record_history(100000);
+    for (int round = 0; round < 20; ++round) {
+        std::vector<typename P::handle> batch;
+        for (int i = 0; i < 64; ++i) batch.push_back(pool->allocate(std::size_t{256} << (i % 4)));
+        std::thread([&] { batch.clear(); }).join();
+    }
+    const auto h = *pool->snapshot().history;
+    REQUIRE(h.events.size() == 20 * 64 * 2);
+    std::map<std::uintptr_t, bool> out;
+    int misordered = 0;
+    for (const auto& e : h.events) {
+        bool& held = out[e.id];
+        if (e.action == HistoryAction::alloc) misordered += held;
+        else misordered += !held;
+        held = e.action == HistoryAction::alloc;
+    }
+    CHECK(misordered == 0);
 }

@@ -16,11 +16,13 @@ struct call_site;
 // A pool calls its front on every path, before the shared lists (Lists, a
 // shared_lists<...>), which the front reaches only through Lists's public
 // interface:
-//   take(lists, index, nbytes)  a buffer of bucket `index` from the front's own
+//   take(lists, index, nbytes, site)  a buffer of bucket `index` from the front's own
 //                               cache, in use for nbytes; nullptr: the pool
 //                               takes from the shared lists (and counts a miss there)
-//   put(lists, block, nbytes)   a released buffer (no pending events): true if the
+//   put(lists, block, nbytes, site)  a released buffer (no pending events): true if the
 //                               front took it (kept or evicted), false: the shared lists
+// (site: the caller's call site while the pool's history records them, else
+// nullptr; a front that records events does so whenever its history is on)
 //   flush(lists)                trim(): every buffer the front holds back to the shared lists
 //   detach(lists)               ~Pool: as flush, then let go of the pool
 //   abandon()                   ~Pool in a fork child: let go without locks or driver calls
@@ -28,17 +30,16 @@ struct call_site;
 // and, for Pool::snapshot(), optionally:
 //   inspect(lists, f)           f(stats(lists), held) under the same locks as stats, where
 //                               held(block) says whether the front holds the block idle
-// and, for a pool's history (Pool::record_history), the recording forms
-// take<true>(lists, index, nbytes, site) and put<true>(lists, block, nbytes, site),
-// which record what they serve, and optionally, when the front records under locks of its own:
+// and optionally, for a pool's history (Pool::record_history), when the front
+// records under locks of its own:
 //   set_history(lists, cfg, apply)  new rings for the front, then apply() with its locks held
 //   collect_history(events)         within inspect: the front's rings
 // The exact bucket always belongs to the shared lists.
 template <class F, class Lists>
 concept PoolFront =
     requires(F& f, const F& cf, Lists& lists, const Lists& clists, typename Lists::block_type* b, std::size_t n) {
-        { f.take(lists, n, n) } noexcept -> std::same_as<typename Lists::block_type*>;
-        { f.put(lists, b, n) } noexcept -> std::same_as<bool>;
+        { f.take(lists, n, n, nullptr) } noexcept -> std::same_as<typename Lists::block_type*>;
+        { f.put(lists, b, n, nullptr) } noexcept -> std::same_as<bool>;
         { f.flush(lists) } noexcept;
         { f.detach(lists) } noexcept;
         { f.abandon() } noexcept;
@@ -49,20 +50,11 @@ concept PoolFront =
 // whose calls do nothing, so the pool's calls to it compile away.
 struct no_front {
     template <class Lists>
-    static constexpr typename Lists::block_type* take(Lists&, std::size_t, std::size_t) noexcept {
-        return nullptr;
-    }
-    template <class Lists>
-    static constexpr bool put(Lists&, typename Lists::block_type*, std::size_t) noexcept {
-        return false;
-    }
-    // The same, on a pool's recording path (history_ring.hpp).
-    template <bool Record, class Lists>
     static constexpr typename Lists::block_type* take(Lists&, std::size_t, std::size_t,
                                                       const detail::call_site*) noexcept {
         return nullptr;
     }
-    template <bool Record, class Lists>
+    template <class Lists>
     static constexpr bool put(Lists&, typename Lists::block_type*, std::size_t, const detail::call_site*) noexcept {
         return false;
     }

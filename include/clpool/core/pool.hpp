@@ -7,6 +7,7 @@
 #include <clpool/core/handle.hpp>
 #include <clpool/core/history.hpp>
 #include <clpool/core/detail/history_ring.hpp>
+#include <clpool/core/detail/hot_path.hpp>
 #include <clpool/core/detail/oom_report.hpp>
 #include <clpool/core/shared_lists.hpp>
 #include <clpool/core/snapshot.hpp>
@@ -103,13 +104,9 @@ public:
     handle allocate(std::size_t nbytes) {
         if (detail::process_word.load(std::memory_order_relaxed) != detail::alive_word(generation_)) [[unlikely]]
             detail::refuse_work(generation_, backend_.name());
-        if (history_mode_.load(std::memory_order_relaxed) != history_off) [[unlikely]]
-            return allocate_recorded(nbytes);
-        const auto [index, bytes] = classify(nbytes);
-        block_type* b = front_.take(lists_, index, nbytes);  // the front's own cache, if any
-        if (!b) b = lists_.take(index, bytes, nbytes);       // a hit in the shared lists
-        if (!b) b = create(index, bytes, nbytes);            // a miss
-        return handle(b, nbytes);
+        if (history_mode_.load(std::memory_order_relaxed) == history_stacks) [[unlikely]]
+            return allocate_with_call_site(nbytes);
+        return allocate_from(nbytes, nullptr);
     }
 
     // As allocate, but never throws: an empty handle on any failure.
@@ -136,10 +133,8 @@ public:
     // segments back; the bytes returned are still the pool's own.
     std::size_t trim() noexcept {
         if (!detail::same_process(generation_)) return 0;  // a fork parent's pool: never touch its buffers
-        if (history_mode_.load(std::memory_order_relaxed) != history_off) return trim_recorded();
-        const std::size_t freed = give_cache_back();
-        traits::release_empty(backend_);
-        return freed;
+        if (history_mode_.load(std::memory_order_relaxed) == history_stacks) return trim_with_call_site();
+        return trim_from(nullptr);
     }
     // Same as trim(); the name the reference library used.
     std::size_t clear() noexcept { return trim(); }
@@ -152,9 +147,10 @@ public:
     // recorded so far are dropped. CLPOOL_HISTORY and CLPOOL_HISTORY_STACKS
     // set this for every pool at its construction.
     // Cost (docs/OBSERVABILITY.md): off, one predictable branch per allocate
-    // and release; on, a time-stamp read and a slot write per event under the
-    // lock the event's path takes anyway (no lock of its own); call sites add
-    // a stack walk per event. Memory: up to `events` slots of 48 bytes (plus
+    // and release; on, a slot write per event under the lock the event's path
+    // takes anyway (no lock of its own), time-stamped to the millisecond by a
+    // thread that the first history of the process starts (history_clock.hpp);
+    // call sites add a stack walk per event. Memory: up to `events` slots of 48 bytes (plus
     // 104 with call sites) per lock stripe and per thread with a ThreadCached
     // magazine, each made on its first event.
     // Throws config_error if events > 16777216; bad_alloc.
@@ -163,7 +159,7 @@ public:
             throw config_error("clpool: record_history(" + std::to_string(events) + "): at most " +
                                std::to_string(detail::max_history_events) + " events (0 turns the history off)");
         const detail::history_config cfg{events, events != 0 && sites == CallSites::on};
-        if (cfg.on()) (void)detail::tick_clock::anchor();  // before the first event
+        if (cfg.on()) detail::history_clock::start();  // fails only without threads: then a clock read per event
         const std::uint8_t mode = !cfg.on() ? history_off : cfg.stacks ? history_stacks : history_on;
         auto apply = [&] { lists_.set_history(cfg, history_mode_, mode); };
         if constexpr (requires { front_.set_history(lists_, cfg, apply); }) front_.set_history(lists_, cfg, apply);
@@ -246,7 +242,7 @@ private:
     friend handle;
     using block_type = typename lists_type::block_type;
 
-    std::pair<std::size_t, std::size_t> classify(std::size_t nbytes) const {
+    CLPOOL_HOT_INLINE std::pair<std::size_t, std::size_t> classify(std::size_t nbytes) const {
         const std::size_t n = nbytes == 0 ? 1 : nbytes;
         if (n > max_alloc_) throw size_error(nbytes, max_alloc_, "above the device's maximum allocation size");
         const std::size_t index = Buckets::index_from_size(n);
@@ -258,50 +254,54 @@ private:
         return {index, bytes};
     }
 
-    // The recording paths (history on): as allocate, put_back and trim, with
-    // each event recorded under the lock the path takes, and the call site
-    // taken first (outside every lock) when asked for. Out of line, so the
-    // plain paths stay as they were.
-    [[gnu::noinline]] handle allocate_recorded(std::size_t nbytes) {
-        detail::call_site site;
-        const detail::call_site* where = nullptr;
-        if (history_mode_.load(std::memory_order_relaxed) == history_stacks) {
-            detail::capture_call_site(site, 1);  // from the caller of allocate_recorded
-            where = &site;
-        }
+    // The paths, with the call site of allocate, release or trim (nullptr
+    // unless the history records call sites). Each event is recorded, while a
+    // history is on, under the lock its path takes (shared_lists, the front).
+    CLPOOL_HOT_INLINE handle allocate_from(std::size_t nbytes, const detail::call_site* where) {
         const auto [index, bytes] = classify(nbytes);
-        block_type* b = front_.template take<true>(lists_, index, nbytes, where);
-        if (!b) b = lists_.template take<true>(index, bytes, nbytes, where);
-        if (!b) b = create<true>(index, bytes, nbytes, where);
+        block_type* b = front_.take(lists_, index, nbytes, where);  // the front's own cache, if any
+        if (!b) b = lists_.take(index, bytes, nbytes, where);       // a hit in the shared lists
+        if (!b) b = create(index, bytes, nbytes, where);            // a miss
         return handle(b, nbytes);
     }
 
-    [[gnu::noinline]] void put_back_recorded(block_type* b, std::size_t nbytes, const event_type* events,
-                                             std::size_t count) noexcept {
-        detail::call_site site;
-        const detail::call_site* where = nullptr;
-        if (history_mode_.load(std::memory_order_relaxed) == history_stacks) {
-            detail::capture_call_site(site, 1);
-            where = &site;
-        }
+    CLPOOL_HOT_INLINE void put_back_from(block_type* b, std::size_t nbytes, const event_type* events, std::size_t count,
+                                         const detail::call_site* where) noexcept {
         const bool pending = hold_events(*b, events, count);
-        if (!pending && front_.template put<true>(lists_, b, nbytes, where)) return;
-        lists_.template put_back<true>(b, nbytes, pending, where);
+        if (!pending && front_.put(lists_, b, nbytes, where)) return;  // pending buffers always take the shared lists
+        lists_.put_back(b, nbytes, pending, where);
     }
 
-    [[gnu::noinline]] std::size_t trim_recorded(const detail::call_site* where = nullptr) noexcept {
-        detail::call_site site;
-        if (!where && history_mode_.load(std::memory_order_relaxed) == history_stacks) {
-            detail::capture_call_site(site, 1);
-            where = &site;
-        }
-        front_.flush(lists_);
+    std::size_t trim_from(const detail::call_site* where) noexcept {
+        front_.flush(lists_);  // the front's buffers join the shared lists
         const std::size_t freed = lists_.trim(where);
         lists_.note_trim(freed, where);
         traits::release_empty(backend_);
         return freed;
     }
 
+    // The call site is taken first, outside every lock, from the caller of
+    // these (hence out of line: the capture skips this frame).
+    [[gnu::noinline]] handle allocate_with_call_site(std::size_t nbytes) {
+        detail::call_site site;
+        detail::capture_call_site(site, 1);
+        return allocate_from(nbytes, &site);
+    }
+    [[gnu::noinline]] void put_back_with_call_site(block_type* b, std::size_t nbytes, const event_type* events,
+                                                   std::size_t count) noexcept {
+        detail::call_site site;
+        detail::capture_call_site(site, 1);
+        put_back_from(b, nbytes, events, count, &site);
+    }
+    [[gnu::noinline]] std::size_t trim_with_call_site() noexcept {
+        detail::call_site site;
+        detail::capture_call_site(site, 1);
+        return trim_from(&site);
+    }
+
+    // The cache back to the backend before a sub-allocating one grows (each
+    // buffer an evict event): a trim() but for its trim event and the arena's
+    // empty segments, which it keeps.
     std::size_t give_cache_back() noexcept {
         front_.flush(lists_);  // the front's buffers join the shared lists
         return lists_.trim();
@@ -322,7 +322,6 @@ private:
     }
 
     // Out of line: the miss calls the driver anyway, and allocate() stays a hit's size.
-    template <bool Record = false>
     [[gnu::noinline]] block_type* create(std::size_t index, std::size_t bytes, std::size_t nbytes,
                                          const detail::call_site* where = nullptr) {
         // The node first: if the host is out of memory, no driver call is
@@ -339,16 +338,13 @@ private:
         std::size_t given_back = 0;
         if (result.status == AllocStatus::out_of_memory) {
             // The cache may be what is crowding the device: give it back, try once more.
-            if constexpr (Record) given_back = trim_recorded(where);
-            else given_back = trim();
+            given_back = trim_from(where);
             lists_.on_oom_retry(index);
             result = obtain(bytes);
         }
         if (result.status != AllocStatus::ok) {
             const std::size_t held = lists_.on_failure(index);
-            if constexpr (Record) {
-                if (result.status == AllocStatus::out_of_memory) lists_.note_oom(index, nbytes, where);
-            }
+            if (result.status == AllocStatus::out_of_memory) lists_.note_oom(index, nbytes, where);
             if (result.status == AllocStatus::out_of_memory)
                 throw out_of_memory(nbytes, held, result.native_code, backend_.name(),
                                     oom_details(nbytes, bytes, given_back, result.native_code));
@@ -362,7 +358,7 @@ private:
         b->owner.store(reinterpret_cast<std::uintptr_t>(this), std::memory_order_relaxed);  // adopt() publishes it
         b->generation = generation_;
         b->made_ns = detail::steady_ns();
-        lists_.template adopt<Record>(*b, nbytes, where);
+        lists_.adopt(*b, nbytes, where);
         return b;
     }
 
@@ -391,21 +387,26 @@ private:
     // those that are; the release clears the mark under the lock of whichever
     // list or magazine takes the block (or frees it), and touches the pool no
     // more after that lock.
-    static void recycle(block_type* b, std::size_t nbytes, const event_type* events, std::size_t count) noexcept {
+    CLPOOL_HOT_INLINE static void recycle(block_type* b, std::size_t nbytes, const event_type* events,
+                                          std::size_t count) noexcept {
         if (!detail::same_process(b->generation)) return;  // made before fork(): leak it, no driver call
         Pool* pool = claim(*b);
-        if (!pool) {  // the pool is gone: this handle outlived it
-            if constexpr (traits::free_waits_for_events) traits::wait_for(events, count);
-            delete b;
-            return;
-        }
+        if (!pool) [[unlikely]]
+            return free_orphan(b, events, count);
         pool->put_back(b, nbytes, events, count);
+    }
+
+    // A handle that outlived its pool frees its buffer itself.
+    [[gnu::cold, gnu::noinline]] static void free_orphan(block_type* b, const event_type* events,
+                                                         std::size_t count) noexcept {
+        if constexpr (traits::free_waits_for_events) traits::wait_for(events, count);
+        delete b;
     }
 
     // Marks b `releasing` and returns its pool, or nullptr if ~Pool orphaned
     // it. A plain store, a compiler barrier and a load of the same cache
     // line, not a read-modify-write: ~Pool pays for the rest (pool_teardown.hpp).
-    static Pool* claim(block_type& b) noexcept {
+    CLPOOL_HOT_INLINE static Pool* claim(block_type& b) noexcept {
         const std::uintptr_t word = b.owner.load(std::memory_order_acquire);
         if (word == 0) return nullptr;
         b.owner.store(word | block_type::releasing, std::memory_order_relaxed);
@@ -416,16 +417,15 @@ private:
         return reinterpret_cast<Pool*>(word);
     }
 
-    void put_back(block_type* b, std::size_t nbytes, const event_type* events, std::size_t count) noexcept {
-        if (history_mode_.load(std::memory_order_relaxed) != history_off) [[unlikely]]
-            return put_back_recorded(b, nbytes, events, count);
-        const bool pending = hold_events(*b, events, count);
-        if (!pending && front_.put(lists_, b, nbytes)) return;  // pending buffers always take the shared lists
-        lists_.put_back(b, nbytes, pending);
+    CLPOOL_HOT_INLINE void put_back(block_type* b, std::size_t nbytes, const event_type* events,
+                                    std::size_t count) noexcept {
+        if (history_mode_.load(std::memory_order_relaxed) == history_stacks) [[unlikely]]
+            return put_back_with_call_site(b, nbytes, events, count);
+        put_back_from(b, nbytes, events, count, nullptr);
     }
 
     // Keeps copies of the events if any still runs; true if so.
-    static bool hold_events(block_type& b, const event_type* events, std::size_t count) noexcept {
+    CLPOOL_HOT_INLINE static bool hold_events(block_type& b, const event_type* events, std::size_t count) noexcept {
         if constexpr (traits::has_events) {
             std::size_t live = 0;
             for (std::size_t i = 0; i < count; ++i) live += !traits::event_complete(events[i]);
@@ -446,9 +446,10 @@ private:
     const MemoryKind kind_;
     const std::size_t max_alloc_;
     const std::uint32_t generation_ = detail::birth_generation();  // also installs the fork handler
-    // Whether the history records (and call sites): read, relaxed, by every
+    // Whether the history records call sites: read, relaxed, by every
     // allocate and release, next to the fields allocate reads anyway; stored
-    // under every lock by record_history.
+    // under every lock by record_history. (Whether it records at all is each
+    // ring's pointer, which the path reads under its lock.)
     static constexpr std::uint8_t history_off = 0, history_on = 1, history_stacks = 2;
     std::atomic<std::uint8_t> history_mode_{history_off};
     lists_type lists_;

@@ -5,6 +5,7 @@
 #include <clpool/core/detail/block.hpp>
 #include <clpool/core/detail/counter.hpp>
 #include <clpool/core/detail/history_ring.hpp>
+#include <clpool/core/detail/hot_path.hpp>
 #include <clpool/core/detail/pool_counters.hpp>
 #include <clpool/core/detail/pool_teardown.hpp>
 #include <clpool/core/detail/process_state.hpp>
@@ -76,18 +77,17 @@ public:
     }
 
     // Frees a block outside every lock: the driver may take its time.
-    static void dispose(block_type* b) noexcept {
+    // Out of line: an evicting release calls the driver anyway.
+    [[gnu::noinline]] static void dispose(block_type* b) noexcept {
         if constexpr (traits::free_waits_for_events) traits::wait_for(b->events.data(), b->events.size());
         delete b;  // the driver frees it once any command still using it is done
     }
 
     // A hit: a cached buffer of the bucket (of exactly `bytes` in the exact
     // bucket), in use for nbytes. nullptr is a miss, counted.
-    // Record: also into the history, with the call site if given (pool.hpp's
-    // recording paths; the plain paths compile as if history did not exist).
-    template <bool Record = false>
-    block_type* take(std::size_t index, std::size_t bytes, std::size_t nbytes,
-                     const detail::call_site* site = nullptr) noexcept {
+    // With a history on, the hand-out is recorded (with the call site if given).
+    CLPOOL_HOT_INLINE block_type* take(std::size_t index, std::size_t bytes, std::size_t nbytes,
+                                       const detail::call_site* site = nullptr) noexcept {
         auto& bucket = buckets_[index];
         auto& s = stripes_[stripe_of(index)];
         std::lock_guard lock(s.mutex);
@@ -117,12 +117,12 @@ public:
         b->requested = nbytes;
         b->handout_seq = s.counters.hits + s.counters.misses;  // a logical clock: no clock read on a hit
         s.in_use.push_back(*b);
-        if constexpr (Record) note_handout(stripe_of(index), *b, nbytes, true, site);
+        if (s.history) [[unlikely]]
+            note_handout(*s.history, *b, nbytes, true, site);
         return b;
     }
 
     // A new buffer from the driver, in use for nbytes.
-    template <bool Record = false>
     void adopt(block_type& b, std::size_t nbytes, const detail::call_site* site = nullptr) noexcept {
         auto& s = stripes_[stripe_of(b.bucket)];
         std::lock_guard lock(s.mutex);
@@ -131,13 +131,13 @@ public:
         b.requested = nbytes;
         b.handout_seq = s.counters.hits + s.counters.misses;
         s.in_use.push_back(b);
-        if constexpr (Record) note_handout(stripe_of(b.bucket), b, nbytes, false, site);
+        if (s.history) note_handout(*s.history, b, nbytes, false, site);
     }
 
     // A released buffer: cached (pending, if its events still run) while the
     // caps admit it, else given back to the driver.
-    template <bool Record = false>
-    void put_back(block_type* b, std::size_t nbytes, bool pending, const detail::call_site* site = nullptr) noexcept {
+    CLPOOL_HOT_INLINE void put_back(block_type* b, std::size_t nbytes, bool pending,
+                                    const detail::call_site* site = nullptr) noexcept {
         auto& bucket = buckets_[b->bucket];
         auto& s = stripes_[stripe_of(b->bucket)];
         bool keep = false;
@@ -154,12 +154,12 @@ public:
                 bucket.free.push_front(*b);
                 s.counters.on_cached(bucket.counts, b->bucket_bytes);
             }
-            if constexpr (Record) {
-                const auto action = !keep     ? HistoryAction::evict
-                                    : pending ? HistoryAction::pending
-                                              : HistoryAction::free;
-                note(stripe_of(b->bucket), action, *b, nbytes, site);
-            }
+            if (s.history) [[unlikely]]
+                note(stripe_of(b->bucket),
+                     !keep     ? HistoryAction::evict
+                     : pending ? HistoryAction::pending
+                               : HistoryAction::free,
+                     *b, nbytes, site);
             if (keep) {
                 b->end_release();  // the last touch of the pool is this lock's unlock
             } else {
@@ -253,12 +253,12 @@ public:
     void note_trim(std::size_t freed, const detail::call_site* site) noexcept {
         auto& s = stripes_[0];
         std::lock_guard lock(s.mutex);
-        if (history_) history_->rings[0]->record(HistoryAction::trim, false, 0, 0, freed, true, nullptr, site);
+        if (history_) history_->rings[0]->record(HistoryAction::trim, false, 0, 0, 0, freed, true, nullptr, site);
     }
     void note_oom(std::size_t index, std::size_t nbytes, const detail::call_site* site) noexcept {
         const std::size_t si = stripe_of(index);
         std::lock_guard lock(stripes_[si].mutex);
-        if (history_) history_->rings[si]->record(HistoryAction::oom, false, 0, nbytes, 0, true, nullptr, site);
+        if (history_) history_->rings[si]->record(HistoryAction::oom, false, 0, 0, nbytes, 0, true, nullptr, site);
     }
 
     // Starts (cfg.on()), restarts or stops the history of the shared lists:
@@ -278,6 +278,8 @@ public:
             std::array<std::unique_lock<typename Locks::mutex_type>, Locks::stripes> locks;
             for (std::size_t i = 0; i < Locks::stripes; ++i) locks[i] = std::unique_lock(stripes_[i].mutex);
             history_.swap(fresh);
+            for (std::size_t i = 0; i < Locks::stripes; ++i)
+                stripes_[i].history = history_ ? history_->rings[i].get() : nullptr;
             for (auto& st : stripes_)
                 for (auto& b : st.in_use) b.drop_site();
             for (auto& bucket : buckets_)
@@ -379,18 +381,20 @@ private:
     };
 
     // A history event of block b in stripe si's ring (its lock held).
-    void note(std::size_t si, HistoryAction action, const block_type& b, std::size_t nbytes,
-              const detail::call_site* site) noexcept {
-        if (!history_) return;
-        history_->rings[si]->record(action, false, reinterpret_cast<std::uintptr_t>(&b), nbytes, b.bucket_bytes,
-                                    b.bucket == exact_bucket, b.current_tag(), site);
+    [[gnu::noinline]] void note(std::size_t si, HistoryAction action, block_type& b, std::size_t nbytes,
+                                const detail::call_site* site) noexcept {
+        detail::history_ring* ring = stripes_[si].history;
+        if (!ring) return;
+        ring->record(action, false, reinterpret_cast<std::uintptr_t>(&b), b.history_events++, nbytes, b.bucket_bytes,
+                     b.bucket == exact_bucket, b.current_tag(), site);
     }
-    void note_handout(std::size_t si, block_type& b, std::size_t nbytes, bool hit,
-                      const detail::call_site* site) noexcept {
-        if (!history_) return;
-        history_->rings[si]->record(HistoryAction::alloc, hit, reinterpret_cast<std::uintptr_t>(&b), nbytes,
-                                    b.bucket_bytes, b.bucket == exact_bucket, nullptr, site);
-        if (site && history_->cfg.stacks) b.keep_site(*site);
+    // A hand-out into a stripe's ring (its lock held). Out of line, as note():
+    // inline, the recording would cost the paths that do not record registers.
+    [[gnu::noinline]] static void note_handout(detail::history_ring& ring, block_type& b, std::size_t nbytes, bool hit,
+                                               const detail::call_site* site) noexcept {
+        ring.record(HistoryAction::alloc, hit, reinterpret_cast<std::uintptr_t>(&b), b.history_events++, nbytes,
+                    b.bucket_bytes, b.bucket == exact_bucket, nullptr, site);
+        if (site && ring.stacks()) b.keep_site(*site);
     }
 
     // 16-byte aligned, so counts' hot pair is (see bucket_counts).
@@ -405,6 +409,7 @@ private:
         mutable typename Locks::mutex_type mutex;
         list_type in_use;
         mutable detail::stripe_counters counters;  // mutable: snapshot() reaps (see buckets_)
+        detail::history_ring* history = nullptr;    // this stripe's ring of history_ (nullptr: off)
     };
 
     static constexpr bool shared_counters = Locks::stripes > 1;
@@ -418,7 +423,7 @@ private:
 
     // May one more idle buffer of `bytes` stay in this bucket? On yes its bytes
     // join the idle total. The one admission against the caps. Stripe locked.
-    bool admit(std::size_t index, std::size_t bytes) noexcept {
+    CLPOOL_HOT_INLINE bool admit(std::size_t index, std::size_t bytes) noexcept {
         const auto& bucket = buckets_[index];
         const std::size_t in_bucket = bucket.counts.cached + bucket.counts.pending + reserved_[index];
         return idle_total_.try_reserve(

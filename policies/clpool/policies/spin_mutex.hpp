@@ -1,6 +1,8 @@
 // SpinMutex: a mutex for critical sections of a few dozen instructions, such as a pool's list pop.
 #pragma once
 
+#include <clpool/core/detail/hot_path.hpp>
+
 #include <atomic>
 #include <cstdint>
 
@@ -40,7 +42,7 @@ public:
     SpinMutex(const SpinMutex&) = delete;
     SpinMutex& operator=(const SpinMutex&) = delete;
 
-    void lock() noexcept {
+    CLPOOL_HOT_INLINE void lock() noexcept {
         std::uint32_t expected = unlocked;
         if (state_.compare_exchange_strong(expected, locked, std::memory_order_acquire, std::memory_order_relaxed))
             [[likely]]
@@ -52,7 +54,7 @@ public:
         return state_.load(std::memory_order_relaxed) == unlocked &&
                state_.compare_exchange_strong(expected, locked, std::memory_order_acquire, std::memory_order_relaxed);
     }
-    void unlock() noexcept {
+    CLPOOL_HOT_INLINE void unlock() noexcept {
         // The load is ordered before the store (same word): it sees every
         // waiter that marked the word before the store lands.
         const bool waiters = state_.load(std::memory_order_relaxed) == contended;

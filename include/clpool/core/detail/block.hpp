@@ -2,6 +2,7 @@
 #pragma once
 
 #include <clpool/core/detail/call_sites.hpp>
+#include <clpool/core/detail/hot_path.hpp>
 
 #include <boost/intrusive/list.hpp>
 
@@ -50,6 +51,10 @@ struct block {
     std::atomic<const char*> tag{nullptr};
     std::atomic<std::uint64_t> tag_seq{0};  // handout_seq when the tag was set: a hit need not clear the tag
     std::uint64_t made_ns = 0;     // steady clock when the driver made it
+    // Its history events so far (history_ring.hpp orders a buffer's events by
+    // it). Written by whoever records an event of it, under that event's lock;
+    // a buffer's events never race (its holder alone releases it).
+    std::uint32_t history_events = 0;
     // Where its current (or last) holder allocated it; only while a history
     // records call sites (history_ring.hpp). Made on its first such hand-out.
     call_site* site = nullptr;
@@ -63,7 +68,7 @@ struct block {
 
     // The release is done with the pool: whoever now holds the block (a list
     // or a magazine) may hand it out again. Called under that holder's lock.
-    void end_release() noexcept {
+    CLPOOL_HOT_INLINE void end_release() noexcept {
         owner.store(owner.load(std::memory_order_relaxed) & ~releasing, std::memory_order_release);
     }
 
@@ -75,7 +80,7 @@ struct block {
         tag.store(t, std::memory_order_relaxed);
         tag_seq.store(handout_seq, std::memory_order_relaxed);
     }
-    void clear_tag() noexcept { tag.store(nullptr, std::memory_order_relaxed); }
+    CLPOOL_HOT_INLINE void clear_tag() noexcept { tag.store(nullptr, std::memory_order_relaxed); }
     // A recorded hand-out's call site. Under the lock of whoever hands it out.
     void keep_site(const call_site& s) noexcept {
         if (!site) site = new (std::nothrow) call_site;

@@ -1,12 +1,15 @@
-// history_ring: a ring of a pool's recent events, written under a lock the event's path already holds; its clock, and CLPOOL_HISTORY.
+// history_ring: a ring of a pool's recent events, written under a lock the event's path already holds; their merge, and CLPOOL_HISTORY.
 #pragma once
 
 #include <clpool/core/detail/call_sites.hpp>
+#include <clpool/core/detail/history_clock.hpp>
+#include <clpool/core/detail/hot_path.hpp>
 #include <clpool/core/errors.hpp>
 #include <clpool/core/history.hpp>
 #include <clpool/core/snapshot.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -15,61 +18,11 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <queue>
 #include <utility>
 #include <vector>
 
 namespace clpool::detail {
-
-// The event clock. On x86 the time-stamp counter: about 20 cycles, where a
-// steady_clock read is a vDSO call several times that, and a hit pair is only
-// some 25 ns. Ticks become steady-clock nanoseconds when a snapshot is taken
-// (tick_clock). Elsewhere, steady_clock itself.
-#if defined(__x86_64__) || defined(__i386__)
-inline constexpr bool ticks_are_ns = false;
-inline std::uint64_t ticks() noexcept { return __builtin_ia32_rdtsc(); }
-#else
-inline constexpr bool ticks_are_ns = true;
-inline std::uint64_t ticks() noexcept { return steady_ns(); }
-#endif
-
-// Ticks to steady nanoseconds, by linear interpolation between two moments
-// read on both clocks: one taken once per process, when a history is first
-// turned on (before any event), and one taken now (after every event read).
-// Assumes a constant-rate counter, as every x86 CPU of the last fifteen years
-// has (constant_tsc); between the two moments the error is that of reading
-// each pair, tens of nanoseconds.
-class tick_clock {
-public:
-    struct moment {
-        std::uint64_t ticks, ns;
-    };
-    static moment read() noexcept {
-        const std::uint64_t before = ticks();
-        const std::uint64_t ns = steady_ns();
-        const std::uint64_t after = ticks();
-        return {before + (after - before) / 2, ns};
-    }
-    static moment anchor() noexcept {
-        static const moment m = read();
-        return m;
-    }
-
-    tick_clock() noexcept : from_(anchor()), to_(read()) {}
-
-    std::uint64_t to_ns(std::uint64_t t) const noexcept {
-        if constexpr (ticks_are_ns) {
-            return t;
-        } else {
-            if (to_.ticks <= from_.ticks) return to_.ns;
-            const long double scale = static_cast<long double>(to_.ns - from_.ns) / (to_.ticks - from_.ticks);
-            const long double dt = static_cast<long double>(static_cast<std::int64_t>(t - from_.ticks));
-            return static_cast<std::uint64_t>(static_cast<long double>(from_.ns) + dt * scale);
-        }
-    }
-
-private:
-    moment from_, to_;
-};
 
 // What a history records: how many events per ring, and whether call sites.
 struct history_config {
@@ -80,9 +33,10 @@ struct history_config {
 
 inline constexpr std::size_t max_history_events = std::size_t{1} << 24;
 
-// One event as recorded: ticks, not nanoseconds, and the tag's pointer.
+// One event as recorded: the tag's pointer, not a copy.
 struct history_slot {
-    std::uint64_t ticks;
+    std::uint64_t t_ns;  // history_clock::now()
+    std::uint64_t order;  // thread_order::next()
     std::uintptr_t id;
     std::size_t requested;
     std::size_t held;
@@ -90,6 +44,7 @@ struct history_slot {
     HistoryAction action;
     bool hit;
     bool exact;  // of the exact-size bucket (bucket_size 0)
+    std::uint32_t of_buffer;  // the buffer's own event count (block::history_events); 0 for trim and oom
 };
 
 // The newest `capacity` events of one writer, which records under a lock it
@@ -104,63 +59,185 @@ public:
     history_ring(const history_ring&) = delete;
     history_ring& operator=(const history_ring&) = delete;
 
-    void record(HistoryAction action, bool hit, std::uintptr_t id, std::size_t requested, std::size_t held, bool exact,
-                const char* tag, const call_site* site) noexcept {
-        put({ticks(), id, requested, held, tag, action, hit, exact}, site);
+    // Written field by field into the slot, inline: an event is a few stores.
+    // `of_buffer`: the buffer's count of events so far (block::history_events),
+    // by which the merge orders its events.
+    CLPOOL_HOT_INLINE void record(HistoryAction action, bool hit, std::uintptr_t id, std::uint32_t of_buffer,
+                                  std::size_t requested, std::size_t held, bool exact, const char* tag,
+                                  const call_site* site) noexcept {
+        if (!slots_) [[unlikely]] {
+            if (!make_storage()) {
+                ++lost_;
+                return;
+            }
+        }
+        history_slot& s = slots_[next_];
+        s.t_ns = history_clock::now();
+        s.order = thread_order::next();
+        s.id = id;
+        s.requested = requested;
+        s.held = held;
+        s.tag = tag;
+        s.action = action;
+        s.hit = hit;
+        s.exact = exact;
+        s.of_buffer = of_buffer;
+        if (sites_) [[unlikely]]
+            keep_site(site);
+        if (++next_ == capacity_) next_ = 0;
+        ++stored_;
     }
 
     // Events in the order recorded, oldest first: f(slot, site or nullptr).
     template <class F>
     void for_each(F&& f) const {
-        std::size_t i = (next_ + capacity_ - kept_) % (capacity_ ? capacity_ : 1);
-        for (std::size_t n = 0; n < kept_; ++n) {
+        const std::size_t kept = stored_ < capacity_ ? static_cast<std::size_t>(stored_) : capacity_;
+        std::size_t i = (next_ + capacity_ - kept) % (capacity_ ? capacity_ : 1);
+        for (std::size_t n = 0; n < kept; ++n) {
             f(slots_[i], sites_ ? &sites_[i] : nullptr);
             if (++i == capacity_) i = 0;
         }
     }
 
-    std::uint64_t recorded() const noexcept { return recorded_; }
+    std::uint64_t recorded() const noexcept { return stored_ + lost_; }
     std::size_t capacity() const noexcept { return capacity_; }
     bool stacks() const noexcept { return stacks_; }
+    // Whether the ring's order is the order its events happened in (a ring
+    // written under one lock), or only each thread's (merge()'s rings).
+    bool in_one_order() const noexcept { return one_order_; }
 
-    // The newest `capacity` events of several rings, in time order, as one
-    // ring (what a ThreadCached pool keeps of its exited threads' magazines).
+    // The newest `capacity` events of several rings, merged (merge_order), as
+    // one ring (what a ThreadCached pool keeps of its exited threads' magazines).
     static std::unique_ptr<history_ring> merge(const std::vector<const history_ring*>& rings, history_config cfg) {
         std::vector<std::pair<history_slot, const call_site*>> all;
+        std::vector<std::size_t> ends;
+        std::vector<bool> one_order;
         std::uint64_t recorded = 0;
         for (const auto* r : rings) {
-            recorded += r->recorded_;
+            recorded += r->recorded();
             r->for_each([&](const history_slot& s, const call_site* c) { all.emplace_back(s, c); });
+            ends.push_back(all.size());
+            one_order.push_back(r->in_one_order());
         }
-        std::stable_sort(all.begin(), all.end(),
-                         [](const auto& a, const auto& b) { return a.first.ticks < b.first.ticks; });
+        const auto order =
+            merge_order(ends, one_order, [&](std::size_t i) -> const history_slot& { return all[i].first; });
         auto out = std::make_unique<history_ring>(cfg);
-        const std::size_t first = all.size() > cfg.capacity ? all.size() - cfg.capacity : 0;
-        for (std::size_t i = first; i < all.size(); ++i) out->put(all[i].first, all[i].second);
-        out->recorded_ = recorded;
+        out->one_order_ = false;  // its rings' threads ran side by side: only each thread's order is known
+        const std::size_t first = order.size() > cfg.capacity ? order.size() - cfg.capacity : 0;
+        for (std::size_t i = first; i < order.size(); ++i) out->put(all[order[i]].first, all[order[i]].second);
+        out->lost_ = recorded - out->stored_;  // what the merged ring counts but does not hold
+        return out;
+    }
+
+    // The order of several rings' events as one history, given each ring's
+    // events as a run [ends[r-1], ends[r]) in the order recorded (in the order
+    // they happened if one_order[r], else in each thread's order). By time;
+    // among events of the same time (the clock ticks once per
+    // history_clock::period), an order that keeps each ring's order, each
+    // thread's (thread_order) and each buffer's (its event count): a buffer
+    // handed out on one thread and released on another within one tick comes
+    // out handed out first.
+    template <class Slot>
+    static std::vector<std::size_t> merge_order(const std::vector<std::size_t>& ends,
+                                                const std::vector<bool>& one_order, Slot&& slot) {
+        const std::size_t k = ends.size();
+        std::vector<std::size_t> head(k), out, tick, ring_starts;
+        for (std::size_t r = 0; r < k; ++r) head[r] = r == 0 ? 0 : ends[r - 1];
+        out.reserve(k ? ends.back() : 0);
+        while (true) {
+            std::uint64_t t = UINT64_MAX;
+            for (std::size_t r = 0; r < k; ++r)
+                if (head[r] < ends[r]) t = std::min(t, slot(head[r]).t_ns);
+            if (t == UINT64_MAX) break;
+            tick.clear();
+            ring_starts.clear();
+            for (std::size_t r = 0; r < k; ++r) {
+                ring_starts.push_back(tick.size());
+                for (; head[r] < ends[r] && slot(head[r]).t_ns == t; ++head[r]) tick.push_back(head[r]);
+            }
+            ring_starts.push_back(tick.size());
+            order_tick(tick, ring_starts, one_order, slot, out);
+        }
         return out;
     }
 
 private:
-    void put(const history_slot& s, const call_site* site) noexcept {
-        ++recorded_;
-        if (!slots_) [[unlikely]] {
-            if (!make_storage()) return;
+    // Orders one tick's events (indices in `tick`, ring by ring: ring r's are
+    // [starts[r], starts[r+1])) into `out`: a topological order (Kahn's) of
+    // three chains, each a true order of what happened: a ring's (where it
+    // is in one order; else only between one thread's events), a thread's,
+    // and a buffer's. Ties go to the earlier ring. Should the chains disagree
+    // (a thread number reused after 2^24 threads, or a buffer's count
+    // wrapped), the rest of the tick follows in ring order.
+    template <class Slot>
+    static void order_tick(const std::vector<std::size_t>& tick, const std::vector<std::size_t>& starts,
+                           const std::vector<bool>& one_order, Slot& slot, std::vector<std::size_t>& out) {
+        const std::size_t n = tick.size();
+        constexpr std::size_t none = SIZE_MAX;
+        std::vector<std::array<std::size_t, 3>> next(n, {none, none, none});
+        std::vector<std::size_t> waits(n, 0);
+        auto link = [&](std::size_t a, std::size_t b, std::size_t chain) {
+            for (std::size_t c = 0; c < chain; ++c)
+                if (next[a][c] == b) return;  // the same edge by another chain
+            next[a][chain] = b;
+            ++waits[b];
+        };
+        auto thread_of = [&](std::size_t j) { return thread_order::thread_of(slot(tick[j]).order); };
+        for (std::size_t r = 0; r + 1 < starts.size(); ++r)
+            for (std::size_t j = starts[r]; j + 1 < starts[r + 1]; ++j)
+                if (one_order[r] || thread_of(j) == thread_of(j + 1)) link(j, j + 1, 0);
+        std::vector<std::size_t> by(n);
+        for (std::size_t j = 0; j < n; ++j) by[j] = j;
+        std::sort(by.begin(), by.end(),
+                  [&](std::size_t a, std::size_t b) { return slot(tick[a]).order < slot(tick[b]).order; });
+        for (std::size_t x = 0; x + 1 < n; ++x)
+            if (thread_of(by[x]) == thread_of(by[x + 1])) link(by[x], by[x + 1], 1);
+        auto buffer_key = [&](std::size_t j) { return std::pair(slot(tick[j]).id, slot(tick[j]).of_buffer); };
+        std::sort(by.begin(), by.end(), [&](std::size_t a, std::size_t b) { return buffer_key(a) < buffer_key(b); });
+        for (std::size_t x = 0; x + 1 < n; ++x) {
+            const std::uintptr_t id = slot(tick[by[x]]).id;
+            if (id != 0 && id == slot(tick[by[x + 1]]).id) link(by[x], by[x + 1], 2);
         }
-        slots_[next_] = s;
-        // rdtsc is not ordered with the instructions around it: keep one
-        // ring's events in the order recorded, so the merge by time does too.
-        if (s.ticks < last_ticks_) slots_[next_].ticks = last_ticks_;
-        last_ticks_ = slots_[next_].ticks;
-        if (sites_) {
-            if (site) sites_[next_] = *site;
-            else sites_[next_].count = 0;
+        // Ready events by position: the earliest ring first.
+        std::priority_queue<std::size_t, std::vector<std::size_t>, std::greater<>> ready;
+        for (std::size_t j = 0; j < n; ++j)
+            if (waits[j] == 0) ready.push(j);
+        std::vector<bool> done(n, false);
+        std::size_t rest = 0;  // where the fallback looks next
+        for (std::size_t emitted = 0; emitted < n; ++emitted) {
+            std::size_t pick;
+            if (!ready.empty()) {
+                pick = ready.top();
+                ready.pop();
+            } else {
+                while (done[rest]) ++rest;
+                pick = rest;
+            }
+            done[pick] = true;
+            out.push_back(tick[pick]);
+            for (std::size_t b : next[pick])
+                if (b != none && !done[b] && --waits[b] == 0) ready.push(b);
         }
-        if (++next_ == capacity_) next_ = 0;
-        if (kept_ < capacity_) ++kept_;
     }
 
-    bool make_storage() noexcept {
+    // merge()'s copy of an event.
+    void put(const history_slot& s, const call_site* site) noexcept {
+        if (!slots_ && !make_storage()) {
+            ++lost_;
+            return;
+        }
+        slots_[next_] = s;
+        if (sites_) keep_site(site);
+        if (++next_ == capacity_) next_ = 0;
+        ++stored_;
+    }
+
+    void keep_site(const call_site* site) noexcept {
+        if (site) sites_[next_] = *site;
+        else sites_[next_].count = 0;
+    }
+
+    [[gnu::cold, gnu::noinline]] bool make_storage() noexcept {
         slots_.reset(new (std::nothrow) history_slot[capacity_]);
         if (slots_ && stacks_) sites_.reset(new (std::nothrow) call_site[capacity_]);  // none: no call sites
         return slots_ != nullptr;
@@ -170,15 +247,15 @@ private:
     std::unique_ptr<call_site[]> sites_;
     std::size_t capacity_;
     std::size_t next_ = 0;  // the slot the next event fills
-    std::size_t kept_ = 0;
-    std::uint64_t recorded_ = 0;
-    std::uint64_t last_ticks_ = 0;
+    std::uint64_t stored_ = 0;  // events written (the newest `capacity_` are kept)
+    std::uint64_t lost_ = 0;  // events counted but not written (no storage)
     bool stacks_;
+    bool one_order_ = true;
 };
 
 // A snapshot's gathering of rings (under their locks), made into a History
-// after the locks are let go: there the ticks become nanoseconds and the
-// call sites names.
+// after the locks are let go: there the rings are merged (merge_order) and
+// the call sites named.
 class history_events {
 public:
     explicit history_events(std::size_t capacity) : capacity_(capacity) {}
@@ -186,21 +263,23 @@ public:
     void add(const history_ring& r) {
         recorded_ += r.recorded();
         r.for_each([&](const history_slot& s, const call_site* c) { raw_.push_back({s, c ? *c : call_site{}}); });
+        ends_.push_back(raw_.size());
+        one_order_.push_back(r.in_one_order());
     }
 
     History finish(call_site_names& names) {
-        std::stable_sort(raw_.begin(), raw_.end(),
-                         [](const entry& a, const entry& b) { return a.slot.ticks < b.slot.ticks; });
-        const std::size_t first = raw_.size() > capacity_ ? raw_.size() - capacity_ : 0;
-        const tick_clock clock;
+        const auto order = history_ring::merge_order(
+            ends_, one_order_, [&](std::size_t i) -> const history_slot& { return raw_[i].slot; });
+        const std::size_t first = order.size() > capacity_ ? order.size() - capacity_ : 0;
         History h;
         h.capacity = capacity_;
         h.recorded = recorded_;
-        h.events.reserve(raw_.size() - first);
-        for (std::size_t i = first; i < raw_.size(); ++i) {
-            const history_slot& s = raw_[i].slot;
+        h.events.reserve(order.size() - first);
+        for (std::size_t i = first; i < order.size(); ++i) {
+            const entry& x = raw_[order[i]];
+            const history_slot& s = x.slot;
             HistoryEvent e;
-            e.t_ns = clock.to_ns(s.ticks);
+            e.t_ns = s.t_ns;
             e.action = s.action;
             e.hit = s.hit;
             e.id = s.id;
@@ -208,7 +287,7 @@ public:
             e.bytes_held = s.held;
             e.bucket_size = s.exact || s.id == 0 ? 0 : s.held;
             if (s.tag) e.tag = s.tag;
-            if (raw_[i].site.count) e.frames = names.frames(raw_[i].site);
+            if (x.site.count) e.frames = names.frames(x.site);
             h.events.push_back(std::move(e));
         }
         h.dropped = h.recorded - h.events.size();
@@ -223,6 +302,8 @@ private:
     std::size_t capacity_;
     std::uint64_t recorded_ = 0;
     std::vector<entry> raw_;
+    std::vector<std::size_t> ends_;  // each ring's events end here in raw_
+    std::vector<bool> one_order_;  // each ring's in_one_order()
 };
 
 // CLPOOL_HISTORY: a whole number of events, 0 (off) to max_history_events.

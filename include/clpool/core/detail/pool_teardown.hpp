@@ -42,7 +42,7 @@ struct pool_teardown {
     // The release's slow path: false if ~Pool orphaned the block (the release
     // frees it and must not enter the pool).
     template <class Block>
-    static bool kept(const Block& b) noexcept {
+    [[gnu::cold, gnu::noinline]] static bool kept(const Block& b) noexcept {
         std::lock_guard lock(mutex());
         return !b.orphaned;
     }

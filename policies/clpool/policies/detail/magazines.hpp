@@ -2,6 +2,7 @@
 #pragma once
 
 #include <clpool/core/detail/history_ring.hpp>
+#include <clpool/core/detail/hot_path.hpp>
 #include <clpool/core/detail/process_state.hpp>
 #include <clpool/policies/spin_mutex.hpp>
 
@@ -93,7 +94,7 @@ struct thread_magazines {
         });
     }
 
-    static thread_magazines* get() noexcept {
+    CLPOOL_HOT_INLINE static thread_magazines* get() noexcept {
         if (thread_magazines_gone) return nullptr;
         thread_local thread_magazines t;
         return &t;
@@ -190,21 +191,21 @@ public:
     // A hit from the calling thread's magazine, refilled from the shared lists
     // when empty. nullptr (no magazine, nothing free, or the exact bucket): the
     // pool takes from the shared lists.
-    // Record: the hit goes into the magazine's history (Pool's recording path).
-    template <bool Record = false>
-    block_type* take(Lists& lists, std::size_t index, std::size_t nbytes, const call_site* site = nullptr) noexcept {
+    // With a history on, the hit goes into the magazine's ring (with the call site if given).
+    CLPOOL_HOT_INLINE block_type* take(Lists& lists, std::size_t index, std::size_t nbytes,
+                                       const call_site* site = nullptr) noexcept {
         if (index >= Lists::exact_bucket) return nullptr;
         mag_type* m = mine(lists);
         if (!m) return nullptr;
         {
             std::lock_guard g(m->lock);
-            if (block_type* b = pop<Record>(lists, *m, index, nbytes, site)) return b;
+            if (block_type* b = pop(lists, *m, index, nbytes, site)) return b;
         }
         if constexpr (Lists::capped) {
             if (steal(lists, *m, index)) {
                 std::lock_guard g(m->lock);
-                return pop<Record>(lists, *m, index, nbytes,
-                                   site);  // nullptr if another thread stole it back meanwhile
+                return pop(lists, *m, index, nbytes,
+                           site);  // nullptr if another thread stole it back meanwhile
             }
         }
         return nullptr;
@@ -217,17 +218,17 @@ public:
     // back in the shared lists. A kept block's release ends under the magazine
     // lock (block_type::end_release); an evicted one's when it leaves the
     // stripe's in-use list.
-    template <bool Record = false>
-    bool put(Lists& lists, block_type* b, std::size_t nbytes, const call_site* site = nullptr) noexcept {
+    CLPOOL_HOT_INLINE bool put(Lists& lists, block_type* b, std::size_t nbytes,
+                               const call_site* site = nullptr) noexcept {
         const std::size_t index = b->bucket;
         if (index >= Lists::exact_bucket || shut_down()) return false;
         mag_type* m = mine(lists);
         if (!m) return false;
-        auto kept = keep_in<Record>(lists, *m, b, nbytes, site);
+        auto kept = keep_in(lists, *m, b, nbytes, site);
         if constexpr (Lists::capped) {
             if (kept == keep_result::refused) {
                 reclaim(lists);  // empty slots first: the caps are for idle buffers
-                kept = keep_in<Record>(lists, *m, b, nbytes, site);
+                kept = keep_in(lists, *m, b, nbytes, site);
             }
         }
         if (kept == keep_result::detached) return false;  // ~Pool has emptied it: the shared lists, where ~Pool waits
@@ -368,9 +369,8 @@ private:
 
     // A hit from m's bucket, refilled from the shared lists if empty; nullptr
     // if nothing is free there either. m's lock held.
-    template <bool Record>
-    static block_type* pop(Lists& lists, mag_type& m, std::size_t index, std::size_t nbytes,
-                           const call_site* site) noexcept {
+    CLPOOL_HOT_INLINE static block_type* pop(Lists& lists, mag_type& m, std::size_t index, std::size_t nbytes,
+                                             const call_site* site) noexcept {
         auto& sl = m.buckets[index];
         if (sl.count == 0 && !refill(lists, m, index)) return nullptr;
         block_type* b = sl.blocks[--sl.count];
@@ -379,12 +379,10 @@ private:
         m.requested += nbytes;
         b->requested = nbytes;
         b->clear_tag();  // a hand-out from a magazine does not move handout_seq
-        if constexpr (Record) {
-            if (m.history) {
-                m.history->record(HistoryAction::alloc, true, reinterpret_cast<std::uintptr_t>(b), nbytes,
-                                  b->bucket_bytes, false, nullptr, site);
-                if (site && m.history->stacks()) b->keep_site(*site);
-            }
+        if (m.history) [[unlikely]] {
+            m.history->record(HistoryAction::alloc, true, reinterpret_cast<std::uintptr_t>(b), b->history_events++,
+                              nbytes, b->bucket_bytes, false, nullptr, site);
+            if (site && m.history->stacks()) b->keep_site(*site);
         }
         return b;
     }
@@ -395,9 +393,8 @@ private:
     // has emptied the magazine. Either way the block is not kept.
     enum class keep_result { kept, refused, detached };
 
-    template <bool Record>
-    static keep_result keep_in(Lists& lists, mag_type& m, block_type* b, std::size_t nbytes,
-                               const call_site* site) noexcept {
+    CLPOOL_HOT_INLINE static keep_result keep_in(Lists& lists, mag_type& m, block_type* b, std::size_t nbytes,
+                                                 const call_site* site) noexcept {
         std::lock_guard g(m.lock);
         if (!m.lists) return keep_result::detached;
         const std::size_t index = b->bucket;
@@ -411,11 +408,9 @@ private:
         sl.blocks[sl.count++] = b;
         m.bytes_idle += b->bucket_bytes;
         m.requested -= nbytes;
-        if constexpr (Record) {
-            if (m.history)
-                m.history->record(HistoryAction::free, false, reinterpret_cast<std::uintptr_t>(b), nbytes,
-                                  b->bucket_bytes, false, b->current_tag(), site);
-        }
+        if (m.history) [[unlikely]]
+            m.history->record(HistoryAction::free, false, reinterpret_cast<std::uintptr_t>(b), b->history_events++,
+                              nbytes, b->bucket_bytes, false, b->current_tag(), site);
         b->end_release();  // ~Pool's detach() takes this lock before it goes on
         return keep_result::kept;
     }
@@ -471,7 +466,7 @@ private:
 
     // The calling thread's magazine for this pool, made on first use; nullptr if
     // none can be had (thread exiting, out of host memory): use the shared lists.
-    mag_type* mine(Lists& lists) noexcept {
+    CLPOOL_HOT_INLINE mag_type* mine(Lists& lists) noexcept {
         thread_magazines* t = thread_magazines::get();
         if (!t) return nullptr;
         const auto serial = registry_.serial;
