@@ -189,6 +189,7 @@ TEST_CASE("out of memory: the cache and the empty segments go back, then the ret
     ledger->capacity = 65536 * 2;
     auto o = tiny();
     o.max_free_fraction = 1.0;  // keep empty segments until the driver runs out
+    o.release_before_new_peak = false;
     Arena pool(SubAllocated<MockBackend>(MockBackend(ledger), o));
     { auto a = pool.allocate(65536); }  // a cached block filling a large segment
     { auto b = pool.allocate(40000); }  // carved from that segment once the cache merged: no driver call
@@ -202,6 +203,53 @@ TEST_CASE("out of memory: the cache and the empty segments go back, then the ret
     CHECK(s.failed_allocations == 0);
     CHECK_THROWS_AS((void)pool.allocate(65536 * 2), out_of_memory);
     CHECK(c.buffer().data() != nullptr);  // nothing the user holds is lost
+}
+
+TEST_CASE("a new segment that would raise the peak comes after the whole empty segments went back") {
+    for (const bool rule : {true, false}) {
+        CAPTURE(rule);
+        auto ledger = std::make_shared<Ledger>();
+        auto o = tiny();
+        o.release_before_new_peak = rule;
+        Arena pool(SubAllocated<MockBackend>(MockBackend(ledger), o));
+        auto a = pool.allocate(40000);  // a segment of its own: 40960 bytes
+        auto b = pool.allocate(40000);  // another: the peak is 81920
+        a.release();                    // cached; empty once the cache goes back
+        auto c = pool.allocate(50000);  // 53248 bytes: a's empty segment cannot hold it
+        REQUIRE(c);
+        const auto s = pool.stats();
+        if (rule) {
+            CHECK(s.segments == 2);  // a's empty segment went before c's came
+            CHECK(s.segment_bytes == 40960 + 53248);
+            CHECK(s.peak_segment_bytes == 40960 + 53248);
+            CHECK(ledger->live == 2);
+        } else {
+            CHECK(s.segments == 3);  // max_free_fraction is 1: the empty segment stays
+            CHECK(s.peak_segment_bytes == 2 * 40960 + 53248);
+        }
+    }
+}
+
+TEST_CASE("below the peak, a new segment leaves the empty segments for reuse without a driver call") {
+    auto ledger = std::make_shared<Ledger>();
+    Arena pool(SubAllocated<MockBackend>(MockBackend(ledger), tiny()));
+    auto a = pool.allocate(40000);   // 40960 bytes
+    auto b = pool.allocate(100000);  // 102400 bytes: the peak is 143360
+    b.release();
+    pool.trim();  // b's segment goes: 40960 held, 143360 the peak
+    a.release();  // cached; empty once the cache goes back
+    auto c = pool.allocate(50000);  // 53248: 40960 + 53248 stays below the peak, so a's empty segment stays
+    REQUIRE(c);
+    auto s = pool.stats();
+    CHECK(s.segments == 2);
+    CHECK(s.segment_bytes == 40960 + 53248);
+    CHECK(s.segment_free_bytes == 40960 + 53248 - 51200);  // a kept, and c's tail past its class
+    const long allocations = ledger->allocations;
+    auto d = pool.allocate(40000);  // carved from the kept segment
+    CHECK(ledger->allocations == allocations);
+    s = pool.stats();
+    CHECK(s.segments == 2);
+    CHECK(s.peak_segment_bytes == 143360);
 }
 
 TEST_CASE("a handle that outlives its pool keeps its block; the segment goes with the last block") {

@@ -60,6 +60,7 @@ ArenaOptions tiny(std::uint8_t b) {
     o.min_segment = (b & 16) ? 4096 : 32768;  // with 4096 the growth cap shapes the first segments
     o.growth = (b & 32) ? 0.5 : 0.125;
     o.max_free_fraction = (b & 8) ? 1.0 : 0.125;
+    o.release_before_new_peak = (b & 64) == 0;
     return o;
 }
 

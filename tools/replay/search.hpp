@@ -113,7 +113,7 @@ inline std::vector<Config> suggest_candidates(std::size_t peak_live) {
     constexpr std::size_t MiB = std::size_t{1} << 20;
     const std::pair<std::size_t, std::size_t> layouts[] = {
         {2 * MiB, 20 * MiB}, {2 * MiB, 64 * MiB}, {8 * MiB, 64 * MiB}};
-    const std::pair<const char*, double> max_free[] = {{"0.125", 0.125}, {"0", 0.0}, {"0.5", 0.5}};
+    const std::pair<const char*, double> max_free[] = {{"1", 1.0}, {"0.125", 0.125}, {"0", 0.0}};  // 1: the default
     for (const auto& [segment, large] : layouts) {
         for (const auto& [free_text, free_fraction] : max_free) {
             for (const std::size_t cap : {std::size_t{0}, peak_live / 16, peak_live / 4}) {

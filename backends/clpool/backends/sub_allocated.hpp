@@ -53,10 +53,15 @@ struct ArenaOptions {
     // Pinned pools take full-size segments at once (a pinned allocation is slow).
     std::size_t min_segment = 64u << 10;
     double growth = 0.125;
-    // Before a new segment is made, whole empty segments go back to the
-    // driver if more than this fraction of the segments' bytes is free: the
-    // knob between bytes held (lower) and driver calls (fewer). 0 always, 1 never.
-    double max_free_fraction = 0.125;
+    // Before a new segment would take the segments' bytes past their
+    // high-water mark (peak_segment_bytes), whole empty segments go back to
+    // the driver first: the peak grows only when what is held cannot serve,
+    // and below it empty segments stay for reuse (no driver call).
+    bool release_before_new_peak = true;
+    // Before any new segment, whole empty segments also go back if more than
+    // this fraction of the segments' bytes is free: lower held between peaks,
+    // more driver calls. 0 always, 1 never (the default: the rule above bounds the peak).
+    double max_free_fraction = 1.0;
 };
 
 template <SegmentBackend B>
@@ -67,10 +72,13 @@ template <class B>
 class arena_shared {
 public:
     using parent_memory = typename B::memory_type;
-    arena_shared(typename arena<parent_memory>::options o, double max_free_fraction, std::uint32_t generation) noexcept
-        : space(o), max_free_fraction(max_free_fraction), generation(generation) {}
+    arena_shared(typename arena<parent_memory>::options o, double max_free_fraction, bool release_before_new_peak,
+                 std::uint32_t generation) noexcept
+        : space(o), max_free_fraction(max_free_fraction), release_before_new_peak(release_before_new_peak),
+          generation(generation) {}
     arena<parent_memory> space;
     const double max_free_fraction;
+    const bool release_before_new_peak;
     std::uint64_t fallbacks = 0;  // under space.mutex()
     const std::uint32_t generation;
 };
@@ -185,7 +193,7 @@ public:
     SubAllocated(B parent, ArenaOptions options = {})  // NOLINT(google-explicit-constructor)
         : parent_(std::move(parent)), max_alloc_(parent_.max_alloc_size()),
           shared_(std::make_shared<shared_type>(checked(options, parent_), options.max_free_fraction,
-                                                detail::birth_generation())) {}
+                                                options.release_before_new_peak, detail::birth_generation())) {}
     template <class Arg>
         requires(!std::same_as<std::remove_cvref_t<Arg>, SubAllocated> && !std::same_as<std::remove_cvref_t<Arg>, B> &&
                  std::constructible_from<B, const Arg&>)
@@ -214,19 +222,21 @@ public:
     }
 
     // A new segment (the request's own above large_limit), carved at once.
-    // Whole empty segments go back to the driver first: none could hold the
-    // request (the pool asked allocate_held), and keeping them would only
-    // add to what the pool holds beyond what is live.
+    // Whole empty segments go back to the driver first if the new one would
+    // take the segments past their peak (or too much is free): none could
+    // hold the request (the pool asked allocate_held), and keeping them then
+    // would only raise the peak beyond what is live.
     Allocation<memory_type> allocate(std::size_t n, MemoryKind kind) noexcept {
-        if (too_much_free()) release_empty();
         auto& space = shared_->space;
         const std::size_t rounded = space.round(n);
         // Pinned memory starts at full-size segments: each pinned allocation costs about 1 ms
         // (and a map), and host memory is not what decides whether a model fits.
+        const bool gradual = kind == MemoryKind::device_local;
+        if (release_before_growing(rounded, gradual)) release_empty();
         std::size_t seg_bytes = 0;
         {
             std::lock_guard lock(space.mutex());  // segment_size_for reads what the arena holds
-            seg_bytes = space.segment_size_for(rounded, max_alloc_, kind == MemoryKind::device_local);
+            seg_bytes = space.segment_size_for(rounded, max_alloc_, gradual);
         }
         auto got = parent_.allocate(seg_bytes, kind);
         if (got.status != AllocStatus::ok) {
@@ -258,12 +268,11 @@ public:
         return bytes;
     }
 
-    // More than 1/8 of the segments is free: then empty segments go before a
-    // new one comes (keeping them would only let slack grow past the target).
+    // More than max_free_fraction of the segments is free: then empty
+    // segments go before a new one comes.
     bool too_much_free() const noexcept {
         std::lock_guard lock(shared_->space.mutex());
-        return static_cast<double>(shared_->space.free_bytes()) >
-               shared_->max_free_fraction * static_cast<double>(shared_->space.segment_bytes());
+        return too_much_free_locked();
     }
 
     void add_stats(PoolStats& s) const noexcept {
@@ -314,6 +323,21 @@ public:
     }
 
 private:
+    bool too_much_free_locked() const noexcept {
+        return static_cast<double>(shared_->space.free_bytes()) >
+               shared_->max_free_fraction * static_cast<double>(shared_->space.segment_bytes());
+    }
+    // Whether whole empty segments go back before a segment for `rounded`
+    // bytes is made: it would raise the high-water mark, or too much is free.
+    bool release_before_growing(std::size_t rounded, bool gradual) const noexcept {
+        const auto& space = shared_->space;
+        std::lock_guard lock(shared_->space.mutex());
+        if (too_much_free_locked()) return true;
+        if (!shared_->release_before_new_peak || space.free_bytes() == 0) return false;
+        const std::size_t seg_bytes = space.segment_size_for(rounded, max_alloc_, gradual);
+        return space.segment_bytes() + seg_bytes > space.peak_segment_bytes();
+    }
+
     static typename arena_type::options checked(const ArenaOptions& o, const B& parent) {
         const std::size_t align = parent.sub_alignment();
         if (align == 0 || !std::has_single_bit(align))
