@@ -7,7 +7,6 @@
 #include <clpool/core/handle.hpp>
 #include <clpool/core/history.hpp>
 #include <clpool/core/detail/history_ring.hpp>
-#include <clpool/core/detail/hot_path.hpp>
 #include <clpool/core/detail/oom_report.hpp>
 #include <clpool/core/shared_lists.hpp>
 #include <clpool/core/snapshot.hpp>
@@ -242,7 +241,7 @@ private:
     friend handle;
     using block_type = typename lists_type::block_type;
 
-    CLPOOL_HOT_INLINE std::pair<std::size_t, std::size_t> classify(std::size_t nbytes) const {
+    std::pair<std::size_t, std::size_t> classify(std::size_t nbytes) const {
         const std::size_t n = nbytes == 0 ? 1 : nbytes;
         if (n > max_alloc_) throw size_error(nbytes, max_alloc_, "above the device's maximum allocation size");
         const std::size_t index = Buckets::index_from_size(n);
@@ -257,7 +256,7 @@ private:
     // The paths, with the call site of allocate, release or trim (nullptr
     // unless the history records call sites). Each event is recorded, while a
     // history is on, under the lock its path takes (shared_lists, the front).
-    CLPOOL_HOT_INLINE handle allocate_from(std::size_t nbytes, const detail::call_site* where) {
+    handle allocate_from(std::size_t nbytes, const detail::call_site* where) {
         const auto [index, bytes] = classify(nbytes);
         block_type* b = front_.take(lists_, index, nbytes, where);  // the front's own cache, if any
         if (!b) b = lists_.take(index, bytes, nbytes, where);       // a hit in the shared lists
@@ -265,8 +264,8 @@ private:
         return handle(b, nbytes);
     }
 
-    CLPOOL_HOT_INLINE void put_back_from(block_type* b, std::size_t nbytes, const event_type* events, std::size_t count,
-                                         const detail::call_site* where) noexcept {
+    void put_back_from(block_type* b, std::size_t nbytes, const event_type* events, std::size_t count,
+                       const detail::call_site* where) noexcept {
         const bool pending = hold_events(*b, events, count);
         if (!pending && front_.put(lists_, b, nbytes, where)) return;  // pending buffers always take the shared lists
         lists_.put_back(b, nbytes, pending, where);
@@ -387,8 +386,7 @@ private:
     // those that are; the release clears the mark under the lock of whichever
     // list or magazine takes the block (or frees it), and touches the pool no
     // more after that lock.
-    CLPOOL_HOT_INLINE static void recycle(block_type* b, std::size_t nbytes, const event_type* events,
-                                          std::size_t count) noexcept {
+    static void recycle(block_type* b, std::size_t nbytes, const event_type* events, std::size_t count) noexcept {
         if (!detail::same_process(b->generation)) return;  // made before fork(): leak it, no driver call
         Pool* pool = claim(*b);
         if (!pool) [[unlikely]]
@@ -406,7 +404,7 @@ private:
     // Marks b `releasing` and returns its pool, or nullptr if ~Pool orphaned
     // it. A plain store, a compiler barrier and a load of the same cache
     // line, not a read-modify-write: ~Pool pays for the rest (pool_teardown.hpp).
-    CLPOOL_HOT_INLINE static Pool* claim(block_type& b) noexcept {
+    static Pool* claim(block_type& b) noexcept {
         const std::uintptr_t word = b.owner.load(std::memory_order_acquire);
         if (word == 0) return nullptr;
         b.owner.store(word | block_type::releasing, std::memory_order_relaxed);
@@ -417,15 +415,14 @@ private:
         return reinterpret_cast<Pool*>(word);
     }
 
-    CLPOOL_HOT_INLINE void put_back(block_type* b, std::size_t nbytes, const event_type* events,
-                                    std::size_t count) noexcept {
+    void put_back(block_type* b, std::size_t nbytes, const event_type* events, std::size_t count) noexcept {
         if (history_mode_.load(std::memory_order_relaxed) == history_stacks) [[unlikely]]
             return put_back_with_call_site(b, nbytes, events, count);
         put_back_from(b, nbytes, events, count, nullptr);
     }
 
     // Keeps copies of the events if any still runs; true if so.
-    CLPOOL_HOT_INLINE static bool hold_events(block_type& b, const event_type* events, std::size_t count) noexcept {
+    static bool hold_events(block_type& b, const event_type* events, std::size_t count) noexcept {
         if constexpr (traits::has_events) {
             std::size_t live = 0;
             for (std::size_t i = 0; i < count; ++i) live += !traits::event_complete(events[i]);

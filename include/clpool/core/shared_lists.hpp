@@ -5,7 +5,6 @@
 #include <clpool/core/detail/block.hpp>
 #include <clpool/core/detail/counter.hpp>
 #include <clpool/core/detail/history_ring.hpp>
-#include <clpool/core/detail/hot_path.hpp>
 #include <clpool/core/detail/pool_counters.hpp>
 #include <clpool/core/detail/pool_teardown.hpp>
 #include <clpool/core/detail/process_state.hpp>
@@ -86,8 +85,8 @@ public:
     // A hit: a cached buffer of the bucket (of exactly `bytes` in the exact
     // bucket), in use for nbytes. nullptr is a miss, counted.
     // With a history on, the hand-out is recorded (with the call site if given).
-    CLPOOL_HOT_INLINE block_type* take(std::size_t index, std::size_t bytes, std::size_t nbytes,
-                                       const detail::call_site* site = nullptr) noexcept {
+    block_type* take(std::size_t index, std::size_t bytes, std::size_t nbytes,
+                     const detail::call_site* site = nullptr) noexcept {
         auto& bucket = buckets_[index];
         auto& s = stripes_[stripe_of(index)];
         std::lock_guard lock(s.mutex);
@@ -136,8 +135,7 @@ public:
 
     // A released buffer: cached (pending, if its events still run) while the
     // caps admit it, else given back to the driver.
-    CLPOOL_HOT_INLINE void put_back(block_type* b, std::size_t nbytes, bool pending,
-                                    const detail::call_site* site = nullptr) noexcept {
+    void put_back(block_type* b, std::size_t nbytes, bool pending, const detail::call_site* site = nullptr) noexcept {
         auto& bucket = buckets_[b->bucket];
         auto& s = stripes_[stripe_of(b->bucket)];
         bool keep = false;
@@ -423,7 +421,7 @@ private:
 
     // May one more idle buffer of `bytes` stay in this bucket? On yes its bytes
     // join the idle total. The one admission against the caps. Stripe locked.
-    CLPOOL_HOT_INLINE bool admit(std::size_t index, std::size_t bytes) noexcept {
+    bool admit(std::size_t index, std::size_t bytes) noexcept {
         const auto& bucket = buckets_[index];
         const std::size_t in_bucket = bucket.counts.cached + bucket.counts.pending + reserved_[index];
         return idle_total_.try_reserve(

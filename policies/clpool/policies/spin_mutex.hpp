@@ -1,8 +1,6 @@
 // SpinMutex: a mutex for critical sections of a few dozen instructions, such as a pool's list pop.
 #pragma once
 
-#include <clpool/core/detail/hot_path.hpp>
-
 #include <atomic>
 #include <cstdint>
 
@@ -42,7 +40,7 @@ public:
     SpinMutex(const SpinMutex&) = delete;
     SpinMutex& operator=(const SpinMutex&) = delete;
 
-    CLPOOL_HOT_INLINE void lock() noexcept {
+    void lock() noexcept {
         std::uint32_t expected = unlocked;
         if (state_.compare_exchange_strong(expected, locked, std::memory_order_acquire, std::memory_order_relaxed))
             [[likely]]
@@ -54,7 +52,7 @@ public:
         return state_.load(std::memory_order_relaxed) == unlocked &&
                state_.compare_exchange_strong(expected, locked, std::memory_order_acquire, std::memory_order_relaxed);
     }
-    CLPOOL_HOT_INLINE void unlock() noexcept {
+    void unlock() noexcept {
         // The load is ordered before the store (same word): it sees every
         // waiter that marked the word before the store lands.
         const bool waiters = state_.load(std::memory_order_relaxed) == contended;

@@ -2,7 +2,6 @@
 #pragma once
 
 #include <clpool/core/detail/call_sites.hpp>
-#include <clpool/core/detail/hot_path.hpp>
 
 #include <boost/intrusive/list.hpp>
 
@@ -68,7 +67,7 @@ struct block {
 
     // The release is done with the pool: whoever now holds the block (a list
     // or a magazine) may hand it out again. Called under that holder's lock.
-    CLPOOL_HOT_INLINE void end_release() noexcept {
+    void end_release() noexcept {
         owner.store(owner.load(std::memory_order_relaxed) & ~releasing, std::memory_order_release);
     }
 
@@ -80,7 +79,7 @@ struct block {
         tag.store(t, std::memory_order_relaxed);
         tag_seq.store(handout_seq, std::memory_order_relaxed);
     }
-    CLPOOL_HOT_INLINE void clear_tag() noexcept { tag.store(nullptr, std::memory_order_relaxed); }
+    void clear_tag() noexcept { tag.store(nullptr, std::memory_order_relaxed); }
     // A recorded hand-out's call site. Under the lock of whoever hands it out.
     void keep_site(const call_site& s) noexcept {
         if (!site) site = new (std::nothrow) call_site;

@@ -1,7 +1,6 @@
 // history_clock: the history's time stamps (a steady clock one ticker thread keeps to the millisecond) and per-thread order stamps.
 #pragma once
 
-#include <clpool/core/detail/hot_path.hpp>
 #include <clpool/core/detail/process_state.hpp>
 #include <clpool/core/snapshot.hpp>
 
@@ -76,7 +75,7 @@ class thread_order {
 public:
     static constexpr unsigned count_bits = 40;
 
-    CLPOOL_HOT_INLINE static std::uint64_t next() noexcept {
+    static std::uint64_t next() noexcept {
         std::uint64_t s = stamp_;
         if (s == 0) [[unlikely]]
             s = first();

@@ -3,7 +3,6 @@
 
 #include <clpool/core/detail/call_sites.hpp>
 #include <clpool/core/detail/history_clock.hpp>
-#include <clpool/core/detail/hot_path.hpp>
 #include <clpool/core/errors.hpp>
 #include <clpool/core/history.hpp>
 #include <clpool/core/snapshot.hpp>
@@ -62,9 +61,8 @@ public:
     // Written field by field into the slot, inline: an event is a few stores.
     // `of_buffer`: the buffer's count of events so far (block::history_events),
     // by which the merge orders its events.
-    CLPOOL_HOT_INLINE void record(HistoryAction action, bool hit, std::uintptr_t id, std::uint32_t of_buffer,
-                                  std::size_t requested, std::size_t held, bool exact, const char* tag,
-                                  const call_site* site) noexcept {
+    void record(HistoryAction action, bool hit, std::uintptr_t id, std::uint32_t of_buffer, std::size_t requested,
+                std::size_t held, bool exact, const char* tag, const call_site* site) noexcept {
         if (!slots_) [[unlikely]] {
             if (!make_storage()) {
                 ++lost_;

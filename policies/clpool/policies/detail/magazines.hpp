@@ -2,7 +2,6 @@
 #pragma once
 
 #include <clpool/core/detail/history_ring.hpp>
-#include <clpool/core/detail/hot_path.hpp>
 #include <clpool/core/detail/process_state.hpp>
 #include <clpool/policies/spin_mutex.hpp>
 
@@ -94,7 +93,7 @@ struct thread_magazines {
         });
     }
 
-    CLPOOL_HOT_INLINE static thread_magazines* get() noexcept {
+    static thread_magazines* get() noexcept {
         if (thread_magazines_gone) return nullptr;
         thread_local thread_magazines t;
         return &t;
@@ -192,8 +191,7 @@ public:
     // when empty. nullptr (no magazine, nothing free, or the exact bucket): the
     // pool takes from the shared lists.
     // With a history on, the hit goes into the magazine's ring (with the call site if given).
-    CLPOOL_HOT_INLINE block_type* take(Lists& lists, std::size_t index, std::size_t nbytes,
-                                       const call_site* site = nullptr) noexcept {
+    block_type* take(Lists& lists, std::size_t index, std::size_t nbytes, const call_site* site = nullptr) noexcept {
         if (index >= Lists::exact_bucket) return nullptr;
         mag_type* m = mine(lists);
         if (!m) return nullptr;
@@ -218,8 +216,7 @@ public:
     // back in the shared lists. A kept block's release ends under the magazine
     // lock (block_type::end_release); an evicted one's when it leaves the
     // stripe's in-use list.
-    CLPOOL_HOT_INLINE bool put(Lists& lists, block_type* b, std::size_t nbytes,
-                               const call_site* site = nullptr) noexcept {
+    bool put(Lists& lists, block_type* b, std::size_t nbytes, const call_site* site = nullptr) noexcept {
         const std::size_t index = b->bucket;
         if (index >= Lists::exact_bucket || shut_down()) return false;
         mag_type* m = mine(lists);
@@ -369,8 +366,8 @@ private:
 
     // A hit from m's bucket, refilled from the shared lists if empty; nullptr
     // if nothing is free there either. m's lock held.
-    CLPOOL_HOT_INLINE static block_type* pop(Lists& lists, mag_type& m, std::size_t index, std::size_t nbytes,
-                                             const call_site* site) noexcept {
+    static block_type* pop(Lists& lists, mag_type& m, std::size_t index, std::size_t nbytes,
+                           const call_site* site) noexcept {
         auto& sl = m.buckets[index];
         if (sl.count == 0 && !refill(lists, m, index)) return nullptr;
         block_type* b = sl.blocks[--sl.count];
@@ -393,8 +390,8 @@ private:
     // has emptied the magazine. Either way the block is not kept.
     enum class keep_result { kept, refused, detached };
 
-    CLPOOL_HOT_INLINE static keep_result keep_in(Lists& lists, mag_type& m, block_type* b, std::size_t nbytes,
-                                                 const call_site* site) noexcept {
+    static keep_result keep_in(Lists& lists, mag_type& m, block_type* b, std::size_t nbytes,
+                               const call_site* site) noexcept {
         std::lock_guard g(m.lock);
         if (!m.lists) return keep_result::detached;
         const std::size_t index = b->bucket;
@@ -466,7 +463,7 @@ private:
 
     // The calling thread's magazine for this pool, made on first use; nullptr if
     // none can be had (thread exiting, out of host memory): use the shared lists.
-    CLPOOL_HOT_INLINE mag_type* mine(Lists& lists) noexcept {
+    mag_type* mine(Lists& lists) noexcept {
         thread_magazines* t = thread_magazines::get();
         if (!t) return nullptr;
         const auto serial = registry_.serial;
