@@ -101,10 +101,11 @@ public:
     // too). Every failure of a miss counts in stats().failed_allocations.
     // Cost: a hit is one lock and a list pop; a miss is a driver allocation.
     handle allocate(std::size_t nbytes) {
-        if (detail::process_word.load(std::memory_order_relaxed) != detail::alive_word(generation_)) [[unlikely]]
-            detail::refuse_work(generation_, backend_.name());
-        if (history_mode_.load(std::memory_order_relaxed) == history_stacks) [[unlikely]]
-            return allocate_with_call_site(nbytes);
+        // One branch for both rare cases: a pool that refuses work, a history with call sites.
+        const bool refused = detail::process_word.load(std::memory_order_relaxed) != detail::alive_word(generation_);
+        const bool stacks = history_mode_.load(std::memory_order_relaxed) == history_stacks;
+        if (refused | stacks) [[unlikely]]
+            return allocate_rare(nbytes);
         return allocate_from(nbytes, nullptr);
     }
 
@@ -279,9 +280,12 @@ private:
         return freed;
     }
 
-    // The call site is taken first, outside every lock, from the caller of
-    // these (hence out of line: the capture skips this frame).
-    [[gnu::noinline]] handle allocate_with_call_site(std::size_t nbytes) {
+    // allocate()'s rare cases. The call site is taken first, outside every
+    // lock, from the caller of these (hence out of line: the capture skips
+    // this frame).
+    [[gnu::noinline]] handle allocate_rare(std::size_t nbytes) {
+        if (detail::process_word.load(std::memory_order_relaxed) != detail::alive_word(generation_))
+            detail::refuse_work(generation_, backend_.name());
         detail::call_site site;
         detail::capture_call_site(site, 1);
         return allocate_from(nbytes, &site);

@@ -117,7 +117,7 @@ public:
         b->handout_seq = s.counters.hits + s.counters.misses;  // a logical clock: no clock read on a hit
         s.in_use.push_back(*b);
         if (s.history) [[unlikely]]
-            note_handout(*s.history, *b, nbytes, true, site);
+            s.history->note_alloc(*b, nbytes, true, b->bucket == exact_bucket, site);
         return b;
     }
 
@@ -130,7 +130,7 @@ public:
         b.requested = nbytes;
         b.handout_seq = s.counters.hits + s.counters.misses;
         s.in_use.push_back(b);
-        if (s.history) note_handout(*s.history, b, nbytes, false, site);
+        if (s.history) s.history->note_alloc(b, nbytes, false, b.bucket == exact_bucket, site);
     }
 
     // A released buffer: cached (pending, if its events still run) while the
@@ -379,20 +379,10 @@ private:
     };
 
     // A history event of block b in stripe si's ring (its lock held).
-    [[gnu::noinline]] void note(std::size_t si, HistoryAction action, block_type& b, std::size_t nbytes,
-                                const detail::call_site* site) noexcept {
-        detail::history_ring* ring = stripes_[si].history;
-        if (!ring) return;
-        ring->record(action, false, reinterpret_cast<std::uintptr_t>(&b), b.history_events++, nbytes, b.bucket_bytes,
-                     b.bucket == exact_bucket, b.current_tag(), site);
-    }
-    // A hand-out into a stripe's ring (its lock held). Out of line, as note():
-    // inline, the recording would cost the paths that do not record registers.
-    [[gnu::noinline]] static void note_handout(detail::history_ring& ring, block_type& b, std::size_t nbytes, bool hit,
-                                               const detail::call_site* site) noexcept {
-        ring.record(HistoryAction::alloc, hit, reinterpret_cast<std::uintptr_t>(&b), b.history_events++, nbytes,
-                    b.bucket_bytes, b.bucket == exact_bucket, nullptr, site);
-        if (site && ring.stacks()) b.keep_site(*site);
+    void note(std::size_t si, HistoryAction action, block_type& b, std::size_t nbytes,
+              const detail::call_site* site) noexcept {
+        if (detail::history_ring* ring = stripes_[si].history)
+            ring->note_release(action, b, nbytes, b.bucket == exact_bucket, site);
     }
 
     // 16-byte aligned, so counts' hot pair is (see bucket_counts).

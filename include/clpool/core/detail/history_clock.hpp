@@ -30,6 +30,9 @@ class history_clock {
 public:
     static constexpr std::chrono::milliseconds period{1};
 
+    // The ticker's last time, or 0 while it does not run.
+    static std::uint64_t ticked() noexcept { return coarse_.load(std::memory_order_relaxed); }
+
     static std::uint64_t now() noexcept {
         const std::uint64_t t = coarse_.load(std::memory_order_relaxed);
         return t != 0 ? t : steady_ns();
@@ -82,6 +85,10 @@ public:
         stamp_ = s + 1;
         return s;
     }
+    // next() in two halves, for a caller that checks for 0 (the thread's
+    // first stamp not made yet; next() makes it) along with other rare cases.
+    static std::uint64_t current() noexcept { return stamp_; }
+    static void advance(std::uint64_t taken) noexcept { stamp_ = taken + 1; }
     static std::uint64_t thread_of(std::uint64_t stamp) noexcept { return stamp >> count_bits; }
 
 private:

@@ -32,7 +32,7 @@ struct history_config {
 
 inline constexpr std::size_t max_history_events = std::size_t{1} << 24;
 
-// One event as recorded: the tag's pointer, not a copy.
+// One event as read back from a ring (packed_slot is how it is stored): the tag's pointer, not a copy.
 struct history_slot {
     std::uint64_t t_ns;  // history_clock::now()
     std::uint64_t order;  // thread_order::next()
@@ -58,46 +58,54 @@ public:
     history_ring(const history_ring&) = delete;
     history_ring& operator=(const history_ring&) = delete;
 
-    // Written field by field into the slot, inline: an event is a few stores.
-    // `of_buffer`: the buffer's count of events so far (block::history_events),
-    // by which the merge orders its events.
+    // A buffer's hand-out (hit: from the cache), and its call site on the
+    // buffer while call sites are recorded. Out of line, with at most six
+    // arguments (all in registers): the paths that call it pay a branch when
+    // the history is off, and a call when it is on. The common case saves no
+    // registers; the rest (see try_record) takes a sibling call out of line.
+    template <class Block>
+    [[gnu::noinline]] void note_alloc(Block& b, std::size_t nbytes, bool hit, bool exact,
+                                      const call_site* site) noexcept {
+        if (!stacks_ && try_record(HistoryAction::alloc, hit, reinterpret_cast<std::uintptr_t>(&b), b.history_events,
+                                   nbytes, b.bucket_bytes, exact)) [[likely]] {
+            ++b.history_events;
+            return;
+        }
+        note_alloc_rare(b, nbytes, hit, exact, site);
+    }
+    // A buffer's release (free, pending) or eviction, with its holder's tag.
+    template <class Block>
+    [[gnu::noinline]] void note_release(HistoryAction action, Block& b, std::size_t nbytes, bool exact,
+                                        const call_site* site) noexcept {
+        if (!stacks_ && !b.current_tag() &&
+            try_record(action, false, reinterpret_cast<std::uintptr_t>(&b), b.history_events, nbytes, b.bucket_bytes,
+                       exact)) [[likely]] {
+            ++b.history_events;
+            return;
+        }
+        note_release_rare(action, b, nbytes, exact, site);
+    }
+
+    // One event, in full (trim, oom and the rare cases of the above).
     void record(HistoryAction action, bool hit, std::uintptr_t id, std::uint32_t of_buffer, std::size_t requested,
                 std::size_t held, bool exact, const char* tag, const call_site* site) noexcept {
-        if (!slots_) [[unlikely]] {
-            if (!make_storage()) {
-                ++lost_;
-                return;
-            }
-        }
-        history_slot& s = slots_[next_];
-        s.t_ns = history_clock::now();
-        s.order = thread_order::next();
-        s.id = id;
-        s.requested = requested;
-        s.held = held;
-        s.tag = tag;
-        s.action = action;
-        s.hit = hit;
-        s.exact = exact;
-        s.of_buffer = of_buffer;
-        if (sites_) [[unlikely]]
-            keep_site(site);
-        if (++next_ == capacity_) next_ = 0;
-        ++stored_;
+        put({history_clock::now(), thread_order::next(), id, requested, held, tag, action, hit, exact, of_buffer},
+            site);
     }
 
     // Events in the order recorded, oldest first: f(slot, site or nullptr).
     template <class F>
     void for_each(F&& f) const {
-        const std::size_t kept = stored_ < capacity_ ? static_cast<std::size_t>(stored_) : capacity_;
+        const std::uint64_t stored = this->stored();
+        const std::size_t kept = stored < capacity_ ? static_cast<std::size_t>(stored) : capacity_;
         std::size_t i = (next_ + capacity_ - kept) % (capacity_ ? capacity_ : 1);
         for (std::size_t n = 0; n < kept; ++n) {
-            f(slots_[i], sites_ ? &sites_[i] : nullptr);
+            f(unpack(i), sites_ ? &sites_[i] : nullptr);
             if (++i == capacity_) i = 0;
         }
     }
 
-    std::uint64_t recorded() const noexcept { return stored_ + lost_; }
+    std::uint64_t recorded() const noexcept { return stored() + lost_; }
     std::size_t capacity() const noexcept { return capacity_; }
     bool stacks() const noexcept { return stacks_; }
     // Whether the ring's order is the order its events happened in (a ring
@@ -123,7 +131,7 @@ public:
         out->one_order_ = false;  // its rings' threads ran side by side: only each thread's order is known
         const std::size_t first = order.size() > cfg.capacity ? order.size() - cfg.capacity : 0;
         for (std::size_t i = first; i < order.size(); ++i) out->put(all[order[i]].first, all[order[i]].second);
-        out->lost_ = recorded - out->stored_;  // what the merged ring counts but does not hold
+        out->lost_ = recorded - out->stored();  // what the merged ring counts but does not hold
         return out;
     }
 
@@ -218,16 +226,99 @@ private:
         }
     }
 
-    // merge()'s copy of an event.
-    void put(const history_slot& s, const call_site* site) noexcept {
+    // The common event: six stores into the slot, the ring's position and the
+    // thread's order stamp. False, having stored nothing, where the event is
+    // not common: the ring's first event or its wrap, the ticker or the
+    // thread's stamp not started yet.
+    [[gnu::always_inline]] bool try_record(HistoryAction action, bool hit, std::uintptr_t id, std::uint32_t of_buffer,
+                                           std::size_t requested, std::size_t held, bool exact) noexcept {
+        const std::uint64_t t = history_clock::ticked();
+        const std::uint64_t order = thread_order::current();
+        const std::size_t i = next_;
+        if (!slots_ || t == 0 || order == 0 || i + 1 >= capacity_) [[unlikely]]
+            return false;
+        slots_[i] = {t, order, id, packed_slot::pack(requested, action, hit, exact, false), held, of_buffer};
+        thread_order::advance(order);
+        next_ = i + 1;
+        return true;
+    }
+
+    template <class Block>
+    [[gnu::cold, gnu::noinline]] void note_alloc_rare(Block& b, std::size_t nbytes, bool hit, bool exact,
+                                                      const call_site* site) noexcept {
+        record(HistoryAction::alloc, hit, reinterpret_cast<std::uintptr_t>(&b), b.history_events++, nbytes,
+               b.bucket_bytes, exact, nullptr, site);
+        if (site && stacks_) b.keep_site(*site);
+    }
+    template <class Block>
+    [[gnu::cold, gnu::noinline]] void note_release_rare(HistoryAction action, Block& b, std::size_t nbytes, bool exact,
+                                                        const call_site* site) noexcept {
+        record(action, false, reinterpret_cast<std::uintptr_t>(&b), b.history_events++, nbytes, b.bucket_bytes, exact,
+               b.current_tag(), site);
+    }
+
+    // An event into the next slot (record(), merge()).
+    void put(const history_slot& e, const call_site* site) noexcept {
         if (!slots_ && !make_storage()) {
             ++lost_;
             return;
         }
-        slots_[next_] = s;
+        slots_[next_] = {e.t_ns, e.order,
+                         e.id,   packed_slot::pack(e.requested, e.action, e.hit, e.exact, e.tag != nullptr),
+                         e.held, e.of_buffer};
+        if (e.tag) keep_tag(e.tag);
         if (sites_) keep_site(site);
-        if (++next_ == capacity_) next_ = 0;
-        ++stored_;
+        if (++next_ == capacity_) {
+            next_ = 0;
+            ++laps_;
+        }
+    }
+
+    // An event as stored: 48 bytes, written in six stores. The bytes
+    // requested and the flags share a word (sizes stay below 2^48: no device
+    // or host allocates more); the tag is kept apart, since few events have one.
+    struct packed_slot {
+        static constexpr unsigned size_bits = 48;
+        static constexpr std::uint64_t size_mask = (std::uint64_t{1} << size_bits) - 1;
+        static constexpr unsigned hit_bit = size_bits + 4, exact_bit = size_bits + 5, tag_bit = size_bits + 6;
+
+        std::uint64_t t_ns;
+        std::uint64_t order;
+        std::uintptr_t id;
+        std::uint64_t requested_and_flags;  // requested | action << 48 | hit, exact, tagged
+        std::size_t held;
+        std::uint64_t of_buffer;
+
+        static std::uint64_t pack(std::size_t requested, HistoryAction action, bool hit, bool exact,
+                                  bool tagged) noexcept {
+            const std::uint64_t r = std::min<std::uint64_t>(requested, size_mask);
+            return r | std::uint64_t{static_cast<std::uint8_t>(action)} << size_bits | std::uint64_t{hit} << hit_bit |
+                   std::uint64_t{exact} << exact_bit | std::uint64_t{tagged} << tag_bit;
+        }
+    };
+
+    history_slot unpack(std::size_t i) const noexcept {
+        const packed_slot& p = slots_[i];
+        history_slot s;
+        s.t_ns = p.t_ns;
+        s.order = p.order;
+        s.id = p.id;
+        s.requested = static_cast<std::size_t>(p.requested_and_flags & packed_slot::size_mask);
+        s.held = p.held;
+        s.action = static_cast<HistoryAction>((p.requested_and_flags >> packed_slot::size_bits) & 0xf);
+        s.hit = (p.requested_and_flags >> packed_slot::hit_bit) & 1;
+        s.exact = (p.requested_and_flags >> packed_slot::exact_bit) & 1;
+        s.tag = (p.requested_and_flags >> packed_slot::tag_bit) & 1 && tags_ ? tags_[i] : nullptr;
+        s.of_buffer = static_cast<std::uint32_t>(p.of_buffer);
+        return s;
+    }
+
+    std::uint64_t stored() const noexcept { return laps_ * capacity_ + next_; }
+
+    // The tag of the event going into slot next_; lost if no room can be made for tags.
+    [[gnu::noinline]] void keep_tag(const char* tag) noexcept {
+        if (!tags_) tags_.reset(new (std::nothrow) const char*[capacity_]);
+        if (tags_) tags_[next_] = tag;
     }
 
     void keep_site(const call_site* site) noexcept {
@@ -236,16 +327,17 @@ private:
     }
 
     [[gnu::cold, gnu::noinline]] bool make_storage() noexcept {
-        slots_.reset(new (std::nothrow) history_slot[capacity_]);
+        slots_.reset(new (std::nothrow) packed_slot[capacity_]);
         if (slots_ && stacks_) sites_.reset(new (std::nothrow) call_site[capacity_]);  // none: no call sites
         return slots_ != nullptr;
     }
 
-    std::unique_ptr<history_slot[]> slots_;
+    std::unique_ptr<packed_slot[]> slots_;
     std::unique_ptr<call_site[]> sites_;
+    std::unique_ptr<const char*[]> tags_;  // made on the first tagged event
     std::size_t capacity_;
     std::size_t next_ = 0;  // the slot the next event fills
-    std::uint64_t stored_ = 0;  // events written (the newest `capacity_` are kept)
+    std::uint64_t laps_ = 0;  // times next_ went round: laps_ * capacity_ + next_ events written
     std::uint64_t lost_ = 0;  // events counted but not written (no storage)
     bool stacks_;
     bool one_order_ = true;

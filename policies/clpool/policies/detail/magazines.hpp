@@ -375,12 +375,12 @@ private:
         m.bytes_idle -= b->bucket_bytes;
         m.requested += nbytes;
         b->requested = nbytes;
-        b->clear_tag();  // a hand-out from a magazine does not move handout_seq
-        if (m.history) [[unlikely]] {
-            m.history->record(HistoryAction::alloc, true, reinterpret_cast<std::uintptr_t>(b), b->history_events++,
-                              nbytes, b->bucket_bytes, false, nullptr, site);
-            if (site && m.history->stacks()) b->keep_site(*site);
-        }
+        // A hand-out from a magazine does not move handout_seq: the last
+        // holder's tag goes here (a load, not a store, when there is none).
+        if (b->tag.load(std::memory_order_relaxed)) [[unlikely]]
+            b->clear_tag();
+        if (m.history) [[unlikely]]
+            m.history->note_alloc(*b, nbytes, true, false, site);
         return b;
     }
 
@@ -406,8 +406,7 @@ private:
         m.bytes_idle += b->bucket_bytes;
         m.requested -= nbytes;
         if (m.history) [[unlikely]]
-            m.history->record(HistoryAction::free, false, reinterpret_cast<std::uintptr_t>(b), b->history_events++,
-                              nbytes, b->bucket_bytes, false, b->current_tag(), site);
+            m.history->note_release(HistoryAction::free, *b, nbytes, false, site);
         b->end_release();  // ~Pool's detach() takes this lock before it goes on
         return keep_result::kept;
     }
