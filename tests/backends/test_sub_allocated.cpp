@@ -434,7 +434,7 @@ TEST_CASE("a large request holds its size rounded to 512 bytes, not its class's 
     CHECK(pool.bucket_size_for(ArenaBuckets::exact_above) == ArenaBuckets::exact_above);
     CHECK(pool.bucket_size_for(600000) == 622592);  // 512 KiB + 3 x 32 KiB
     // Over a backend that does not sub-allocate, the classes hold for every size.
-    Pool<ArenaBuckets, DeviceLocal, Unlimited, SingleMutex, MockBackend> plain(MockBackend(ledger));
+    Pool<ArenaBuckets, DeviceLocal, Unlimited, SingleMutex, MockBackend> plain{MockBackend(ledger)};
     CHECK(plain.bucket_size_for(n) == (3u << 20) + (128u << 10));
 }
 
