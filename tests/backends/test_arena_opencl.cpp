@@ -148,6 +148,34 @@ TEST_CASE("kernel: a kernel writes through a sub-allocated buffer; release_after
     clReleaseProgram(prog);
 }
 
+TEST_CASE("opencl: a large block released after events stays pending, then is cached; released plainly it goes back") {
+    auto& env = OpenCLEnv::get();
+    ArenaPool pool(env.context);
+    const std::size_t n = (3u << 20) + 1000;  // above ArenaBuckets::exact_above: held at 3 MiB + 1 KiB
+    auto h = pool.allocate(n);
+    REQUIRE(h.bucket_size() == (3u << 20) + 1024);
+    const cl_mem first = h.buffer()();
+    cl_int err = CL_SUCCESS;
+    cl_event gate = clCreateUserEvent(env.context(), &err);
+    REQUIRE(err == CL_SUCCESS);
+    const cl::Event e(gate, true);
+    h.release_after(&e, 1);  // freeing now would wait: it stays in the pool
+    auto s = pool.stats();
+    CHECK(s.bytes_pending == (3u << 20) + 1024);
+    CHECK(s.driver_frees == 0);
+    REQUIRE(clSetUserEventStatus(gate, CL_COMPLETE) == CL_SUCCESS);
+    clReleaseEvent(gate);
+    auto again = pool.allocate(n);  // its events done: a hit on the same block
+    CHECK(again.buffer()() == first);
+    CHECK(pool.stats().hits == 1);
+    again.release();  // no events: back to the arena
+    s = pool.stats();
+    CHECK(s.bytes_cached == 0);
+    CHECK(s.bytes_allocated == 0);
+    CHECK(s.driver_frees == 1);
+    CHECK(s.segment_free_bytes == s.segment_bytes);
+}
+
 TEST_CASE("opencl: when a sub-buffer cannot be made, the block is a whole buffer, counted") {
     auto& env = OpenCLEnv::get();
     Pool<ArenaBuckets, DeviceLocal, Unlimited, SingleMutex, SubAllocated<NoSubBuffers>> pool(

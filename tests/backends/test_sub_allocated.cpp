@@ -211,6 +211,7 @@ TEST_CASE("a new segment that would raise the peak comes after the whole empty s
         auto ledger = std::make_shared<Ledger>();
         auto o = tiny();
         o.release_before_new_peak = rule;
+        o.empty_grace = 0;  // a's segment empties during c's miss: the grace would keep it (next test)
         Arena pool(SubAllocated<MockBackend>(MockBackend(ledger), o));
         auto a = pool.allocate(40000);  // a segment of its own: 40960 bytes
         auto b = pool.allocate(40000);  // another: the peak is 81920
@@ -228,6 +229,33 @@ TEST_CASE("a new segment that would raise the peak comes after the whole empty s
             CHECK(s.peak_segment_bytes == 2 * 40960 + 53248);
         }
     }
+}
+
+TEST_CASE(
+    "past the peak, empty segments go oldest first and only as many as needed; not one just emptied of the "
+    "request's kind") {
+    auto ledger = std::make_shared<Ledger>();
+    Arena pool(SubAllocated<MockBackend>(MockBackend(ledger), tiny()));  // empty_grace 16
+    auto a = pool.allocate(40000);  // segments of their own: 40960 bytes
+    auto b = pool.allocate(40000);
+    pool.allocate(100000).release();  // 102400 bytes, cached
+    pool.trim();                      // its segment goes: 81920 held, the peak 184320
+    a.release();                      // cached: a's and b's segments empty once the cache goes back
+    b.release();
+    auto d = pool.allocate(110000);  // 110592 bytes: neither empty segment holds it; its miss empties them
+    auto s = pool.stats();
+    CHECK(s.segments == 3);  // just emptied, of d's kind (large): kept for the step's next large requests
+    CHECK(s.segment_bytes == 2 * 40960 + 110592);
+    CHECK(s.peak_segment_bytes == 2 * 40960 + 110592);
+    auto e = pool.allocate(1000);  // a small segment (16384 bytes) would pass the peak
+    s = pool.stats();
+    CHECK(s.segments == 3);  // a's went (the oldest, of the other kind); then 16384 more stayed within the peak
+    CHECK(s.segment_bytes == 40960 + 110592 + 16384);
+    CHECK(s.peak_segment_bytes == 2 * 40960 + 110592);
+    CHECK(ledger->live == 3);
+    pool.trim();  // every empty segment, whatever the grace: b's
+    CHECK(pool.stats().segments == 2);
+    CHECK(ledger->live == 2);
 }
 
 TEST_CASE("below the peak, a new segment leaves the empty segments for reuse without a driver call") {
@@ -377,6 +405,75 @@ TEST_CASE("snapshot lists the segments and their blocks, joined to the pool's bu
     CHECK(json.find("\"state\":\"free\"") != std::string::npos);
 }
 
+namespace {
+
+// The default segment sizes, full size from the first (no growth cap).
+ArenaOptions full_size() {
+    ArenaOptions o;
+    o.min_segment = o.large_segment;
+    return o;
+}
+
+}  // namespace
+
+TEST_CASE("a large request holds its size rounded to 512 bytes, not its class's (ArenaBuckets' exact_above)") {
+    auto ledger = std::make_shared<Ledger>();
+    Arena pool(SubAllocated<MockBackend>(MockBackend(ledger), full_size()));
+    const std::size_t n = (3u << 20) + 1000;
+    const std::size_t exact = (3u << 20) + 1024;
+    CHECK(ArenaBuckets::size_from_index(ArenaBuckets::index_from_size(n)) == (3u << 20) + (128u << 10));  // its class
+    CHECK(pool.bucket_size_for(n) == exact);
+    auto h = pool.allocate(n);
+    CHECK(h.bucket_size() == exact);
+    CHECK(h.buffer().size() == exact);
+    const auto s = pool.stats();
+    CHECK(s.bytes_allocated == exact);
+    CHECK(s.bytes_in_use == exact);
+    CHECK(s.segment_free_bytes == s.segment_bytes - exact);
+    // Up to exact_above the classes hold.
+    CHECK(pool.bucket_size_for(ArenaBuckets::exact_above) == ArenaBuckets::exact_above);
+    CHECK(pool.bucket_size_for(600000) == 622592);  // 512 KiB + 3 x 32 KiB
+    // Over a backend that does not sub-allocate, the classes hold for every size.
+    Pool<ArenaBuckets, DeviceLocal, Unlimited, SingleMutex, MockBackend> plain{MockBackend(ledger)};
+    CHECK(plain.bucket_size_for(n) == (3u << 20) + (128u << 10));
+}
+
+TEST_CASE(
+    "released large blocks go back to the arena and merge: three freed blocks serve one of three times their size") {
+    auto ledger = std::make_shared<Ledger>();
+    Arena pool(SubAllocated<MockBackend>(MockBackend(ledger), full_size()));
+    const std::size_t hidden = (3u << 20) + 3 * 512;  // not a class size (a class rounds it up to 3.125 MiB)
+    auto a = pool.allocate(hidden);
+    auto b = pool.allocate(hidden);
+    auto c = pool.allocate(hidden);
+    auto d = pool.allocate(hidden);  // stays: a, b and c lie between the segment's start and it
+    CHECK(ledger->allocations == 1);  // one 20 MiB large segment
+    a.release();
+    b.release();
+    c.release();
+    auto s = pool.stats();
+    CHECK(s.bytes_cached == 0);  // not cached by the pool: given back to the arena
+    CHECK(s.bytes_allocated == hidden);
+    CHECK(s.driver_frees == 3);
+    CHECK(s.evictions == 0);  // no cap refused them
+    CHECK(s.largest_free_block == 3 * hidden);  // merged; the tail after d is smaller
+    check_segments(pool.snapshot());
+    auto qkv = pool.allocate(3 * hidden);
+    CHECK(ledger->allocations == 1);  // no new segment
+    CHECK(qkv.buffer().offset() == 0);
+    s = pool.stats();
+    CHECK(s.segments == 1);
+    CHECK(s.hits == 0);
+    CHECK(s.misses == 5);
+    CHECK(s.failed_allocations == 0);
+    CHECK(s.bytes_allocated == 4 * hidden);
+    const auto snap = pool.snapshot();
+    check_segments(snap);
+    std::size_t held = 0;
+    for (const auto& buf : snap.buffers) held += buf.bytes_held;
+    CHECK(held == snap.stats.bytes_allocated);
+}
+
 TEST_CASE("host::ArenaPool's snapshot agrees with its stats after random work") {
     host::ArenaPool pool{HostBackend{}};
     std::mt19937_64 rng(11);
@@ -421,8 +518,8 @@ TEST_CASE("a new pool's segments grow with what it holds (growth, min_segment), 
         const auto grown = pool.stats().segment_bytes - before;
         if (grown == 0) continue;
         CHECK(grown <= std::max<std::size_t>(4096, before / 2));  // at most growth x what was held
-        CHECK(grown >= last);                                      // never shrinking while nothing goes back
-        CHECK(grown <= 16384);                                     // never above small_segment
+        CHECK(grown >= last);  // never shrinking while nothing goes back
+        CHECK(grown <= 16384);  // never above small_segment
         last = grown;
     }
     CHECK(last == 16384);
@@ -464,14 +561,14 @@ TEST_CASE("a fork child abandons the parent's arena (no segment freed, no range 
     auto pool = std::make_unique<Arena>(SubAllocated<MockBackend>(MockBackend(ledger), tiny()));
     auto kept = pool->allocate(3000);
     { auto cached = pool->allocate(5000); }  // a cached block too
-    REQUIRE(ledger->live == 2);              // a small and a large segment
+    REQUIRE(ledger->live == 2);  // a small and a large segment
     const pid_t pid = fork();
     REQUIRE(pid >= 0);
     if (pid == 0) {
         alarm(20);  // a hang shows as SIGALRM
         int code = 0;
         kept.release();  // the parent's block: its range is not given back here
-        pool.reset();    // the parent's pool: abandoned, its segments never freed
+        pool.reset();  // the parent's pool: abandoned, its segments never freed
         if (ledger->live != 2) code = 3;
         auto child_ledger = std::make_shared<Ledger>();
         {

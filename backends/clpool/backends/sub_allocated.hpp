@@ -52,12 +52,17 @@ struct ArenaOptions {
     // a small pool's last segment stays a small part of what it holds.
     // Pinned pools take full-size segments at once (a pinned allocation is slow).
     std::size_t min_segment = 64u << 10;
-    double growth = 0.125;
+    double growth = 0.25;
     // Before a new segment would take the segments' bytes past their
     // high-water mark (peak_segment_bytes), whole empty segments go back to
-    // the driver first: the peak grows only when what is held cannot serve,
+    // the driver first, oldest first and only as many as keep the new one
+    // within the peak: the peak grows only when what is held cannot serve,
     // and below it empty segments stay for reuse (no driver call).
     bool release_before_new_peak = true;
+    // ... but not one of the request's kind (small, large) that became empty
+    // within the last `empty_grace` blocks asked of the arena: a step still
+    // under way fills it again.
+    std::uint64_t empty_grace = 16;
     // Before any new segment, whole empty segments also go back if more than
     // this fraction of the segments' bytes is free: lower held between peaks,
     // more driver calls. 0 always, 1 never (the default: the rule above bounds the peak).
@@ -72,13 +77,13 @@ template <class B>
 class arena_shared {
 public:
     using parent_memory = typename B::memory_type;
-    arena_shared(typename arena<parent_memory>::options o, double max_free_fraction, bool release_before_new_peak,
-                 std::uint32_t generation) noexcept
-        : space(o), max_free_fraction(max_free_fraction), release_before_new_peak(release_before_new_peak),
-          generation(generation) {}
+    arena_shared(typename arena<parent_memory>::options o, const ArenaOptions& given, std::uint32_t generation) noexcept
+        : space(o), max_free_fraction(given.max_free_fraction), release_before_new_peak(given.release_before_new_peak),
+          empty_grace(given.empty_grace), generation(generation) {}
     arena<parent_memory> space;
     const double max_free_fraction;
     const bool release_before_new_peak;
+    const std::uint64_t empty_grace;
     std::uint64_t fallbacks = 0;  // under space.mutex()
     const std::uint32_t generation;
 };
@@ -192,8 +197,7 @@ public:
     // SubAllocated<B> is made from what makes a B: `clpool::ArenaPool pool(context);`.
     SubAllocated(B parent, ArenaOptions options = {})  // NOLINT(google-explicit-constructor)
         : parent_(std::move(parent)), max_alloc_(parent_.max_alloc_size()),
-          shared_(std::make_shared<shared_type>(checked(options, parent_), options.max_free_fraction,
-                                                options.release_before_new_peak, detail::birth_generation())) {}
+          shared_(std::make_shared<shared_type>(checked(options, parent_), options, detail::birth_generation())) {}
     template <class Arg>
         requires(!std::same_as<std::remove_cvref_t<Arg>, SubAllocated> && !std::same_as<std::remove_cvref_t<Arg>, B> &&
                  std::constructible_from<B, const Arg&>)
@@ -232,7 +236,7 @@ public:
         // Pinned memory starts at full-size segments: each pinned allocation costs about 1 ms
         // (and a map), and host memory is not what decides whether a model fits.
         const bool gradual = kind == MemoryKind::device_local;
-        if (release_before_growing(rounded, gradual)) release_empty();
+        release_before_growing(rounded, gradual);
         std::size_t seg_bytes = 0;
         {
             std::lock_guard lock(space.mutex());  // segment_size_for reads what the arena holds
@@ -249,24 +253,8 @@ public:
         return add_and_carve(got.memory, seg_bytes, n, kind);
     }
 
-    std::size_t release_empty() noexcept {
-        if (!detail::same_process(shared_->generation)) return 0;
-        typename arena_type::segment* doomed = nullptr;  // chained through first (unused once empty)
-        std::size_t bytes = 0;
-        {
-            std::lock_guard lock(shared_->space.mutex());
-            bytes = shared_->space.release_empty([&](typename arena_type::segment* s) {
-                s->first = reinterpret_cast<typename arena_type::range*>(doomed);
-                doomed = s;
-            });
-        }
-        while (doomed) {  // the driver frees outside the lock
-            auto* next = reinterpret_cast<typename arena_type::segment*>(doomed->first);
-            delete doomed;
-            doomed = next;
-        }
-        return bytes;
-    }
+    // Every whole empty segment back to the driver (trim()); returns their bytes.
+    std::size_t release_empty() noexcept { return release_empty_above(0, 0); }
 
     // More than max_free_fraction of the segments is free: then empty
     // segments go before a new one comes.
@@ -327,15 +315,50 @@ private:
         return static_cast<double>(shared_->space.free_bytes()) >
                shared_->max_free_fraction * static_cast<double>(shared_->space.segment_bytes());
     }
-    // Whether whole empty segments go back before a segment for `rounded`
-    // bytes is made: it would raise the high-water mark, or too much is free.
-    bool release_before_growing(std::size_t rounded, bool gradual) const noexcept {
-        const auto& space = shared_->space;
-        std::lock_guard lock(shared_->space.mutex());
-        if (too_much_free_locked()) return true;
-        if (!shared_->release_before_new_peak || space.free_bytes() == 0) return false;
-        const std::size_t seg_bytes = space.segment_size_for(rounded, max_alloc_, gradual);
-        return space.segment_bytes() + seg_bytes > space.peak_segment_bytes();
+    // Whole empty segments back to the driver before a segment for `rounded`
+    // bytes is made: all if too much is free; if it would raise the
+    // high-water mark, enough (oldest first, none of the request's kind
+    // emptied within empty_grace) that it need not, if they can.
+    void release_before_growing(std::size_t rounded, bool gradual) noexcept {
+        std::size_t target = 0;
+        std::uint64_t grace = 0;
+        {
+            const auto& space = shared_->space;
+            std::lock_guard lock(shared_->space.mutex());
+            if (!too_much_free_locked()) {
+                if (!shared_->release_before_new_peak || space.free_bytes() == 0) return;
+                const std::size_t seg_bytes = space.segment_size_for(rounded, max_alloc_, gradual);
+                const std::size_t peak = space.peak_segment_bytes();
+                if (space.segment_bytes() + seg_bytes <= peak) return;
+                target = peak > seg_bytes ? peak - seg_bytes : 0;
+                grace = shared_->empty_grace;
+            }
+        }
+        release_empty_above(target, grace, shared_->space.pool_of(rounded));
+    }
+
+    // Whole empty segments back to the driver, oldest first, until the
+    // segments hold at most `target` bytes, leaving those of `kind` emptied
+    // within the last `grace` blocks asked of the arena (arena::release_empty).
+    std::size_t release_empty_above(std::size_t target, std::uint64_t grace, int kind = 0) noexcept {
+        if (!detail::same_process(shared_->generation)) return 0;
+        typename arena_type::segment* doomed = nullptr;  // chained through first (unused once empty)
+        std::size_t bytes = 0;
+        {
+            std::lock_guard lock(shared_->space.mutex());
+            bytes = shared_->space.release_empty(
+                [&](typename arena_type::segment* s) {
+                    s->first = reinterpret_cast<typename arena_type::range*>(doomed);
+                    doomed = s;
+                },
+                target, grace, kind);
+        }
+        while (doomed) {  // the driver frees outside the lock
+            auto* next = reinterpret_cast<typename arena_type::segment*>(doomed->first);
+            delete doomed;
+            doomed = next;
+        }
+        return bytes;
     }
 
     static typename arena_type::options checked(const ArenaOptions& o, const B& parent) {

@@ -22,6 +22,19 @@ concept BucketPolicy = requires(std::size_t n) {
     { P::size_from_index(n) } noexcept -> std::same_as<std::size_t>;
 };
 
+// A bucket policy may also name
+//   static constexpr std::size_t exact_above;  // requests above this many bytes ...
+//   static constexpr std::size_t exact_round;  // ... are held at their size rounded up to this (a power of two)
+// Over a sub-allocating backend (SubAllocated) the pool then holds such a
+// request in its exact bucket at that size, not its class's, and gives the
+// block back to the backend on release, where it merges with its free
+// neighbours (docs/ARENA.md). Over any other backend the classes apply.
+template <class P>
+concept ExactLargeSizes = BucketPolicy<P> && requires {
+    { P::exact_above } -> std::convertible_to<std::size_t>;
+    { P::exact_round } -> std::convertible_to<std::size_t>;
+} && P::exact_round != 0 && (P::exact_round & (P::exact_round - 1)) == 0;
+
 // A flag policy answers `kind(backend)` with a MemoryKind. Backends turn the
 // kind into their native flags (CL_MEM_READ_WRITE, CL_MEM_ALLOC_HOST_PTR, ...),
 // so one policy serves every backend.

@@ -60,7 +60,8 @@ public:
     using lock_policy = Locks;
 
     // The bucket that holds sizes no bucket can round to (above the device
-    // limit once rounded): exact-size buffers, matched by size.
+    // limit once rounded): exact-size buffers, matched by size. Over a
+    // sub-allocating backend also a policy's large sizes (ExactLargeSizes).
     static constexpr std::size_t exact_bucket = lists_type::exact_bucket;
 
     // Throws config_error if CLPOOL_HISTORY or CLPOOL_HISTORY_STACKS is
@@ -245,6 +246,9 @@ private:
     std::pair<std::size_t, std::size_t> classify(std::size_t nbytes) const {
         const std::size_t n = nbytes == 0 ? 1 : nbytes;
         if (n > max_alloc_) throw size_error(nbytes, max_alloc_, "above the device's maximum allocation size");
+        if constexpr (lists_type::exact_large) {
+            if (n > Buckets::exact_above) return {exact_bucket, exact_size(n)};
+        }
         const std::size_t index = Buckets::index_from_size(n);
         if (index >= Buckets::bucket_count)
             throw size_error(nbytes, Buckets::size_from_index(Buckets::bucket_count - 1),
@@ -252,6 +256,16 @@ private:
         const std::size_t bytes = Buckets::size_from_index(index);
         if (bytes > max_alloc_) return {exact_bucket, n};  // never round past the device limit
         return {index, bytes};
+    }
+
+    // n (at most max_alloc_) rounded up to the policy's exact_round, unless
+    // that passes the device limit.
+    std::size_t exact_size(std::size_t n) const noexcept {
+        constexpr std::size_t r = Buckets::exact_round;
+        const std::size_t up = n + (r - 1);
+        if (up < n) return n;  // wraps
+        const std::size_t rounded = up & ~(r - 1);
+        return rounded <= max_alloc_ ? rounded : n;
     }
 
     // The paths, with the call site of allocate, release or trim (nullptr

@@ -53,6 +53,11 @@ public:
     // The bucket that holds sizes no bucket can round to (above the device
     // limit once rounded): exact-size buffers, matched by size.
     static constexpr std::size_t exact_bucket = Buckets::bucket_count;
+    // Over a sub-allocating backend, a policy's large requests are held at
+    // their own size (ExactLargeSizes) in the exact bucket, whose blocks go
+    // back to the backend on release: there they merge with free neighbours,
+    // so three freed blocks make room for one of three times the size.
+    static constexpr bool exact_large = traits::sub_allocates && ExactLargeSizes<Buckets>;
     static constexpr std::size_t size_of(std::size_t index) noexcept { return Buckets::size_from_index(index); }
     // Whether the limit policy may refuse an idle buffer (a front then gives
     // back the slots it holds empty before a release is refused).
@@ -134,17 +139,20 @@ public:
     }
 
     // A released buffer: cached (pending, if its events still run) while the
-    // caps admit it, else given back to the driver.
+    // caps admit it, else given back to the driver. An exact_large pool's
+    // exact-size block goes back to the backend unless pending (freeing it
+    // would wait for its events).
     void put_back(block_type* b, std::size_t nbytes, bool pending, const detail::call_site* site = nullptr) noexcept {
         auto& bucket = buckets_[b->bucket];
         auto& s = stripes_[stripe_of(b->bucket)];
+        const bool returned = returns_on_release(b->bucket) && !pending;
         bool keep = false;
         {
             std::lock_guard lock(s.mutex);
             s.in_use.erase(s.in_use.iterator_to(*b));
             s.counters.on_release(bucket.counts, b->bucket_bytes, nbytes);
             // After shutdown() nothing is cached: the buffer goes straight back.
-            keep = !detail::shut_down() && admit(b->bucket, b->bucket_bytes);
+            keep = !detail::shut_down() && !returned && admit(b->bucket, b->bucket_bytes);
             if (keep && pending) {
                 bucket.pending.push_back(*b);
                 s.counters.on_pending(bucket.counts, b->bucket_bytes);
@@ -161,7 +169,8 @@ public:
             if (keep) {
                 b->end_release();  // the last touch of the pool is this lock's unlock
             } else {
-                s.counters.on_evict(bucket.counts);
+                if (returned) s.counters.on_return(bucket.counts);
+                else s.counters.on_evict(bucket.counts);
                 held_.sub(b->bucket_bytes);
             }
         }
@@ -408,6 +417,10 @@ private:
         std::conditional_t<requires { requires Limits::admits_everything; }, detail::null_counter, counter>;
 
     static constexpr std::size_t stripe_of(std::size_t bucket) noexcept { return bucket % Locks::stripes; }
+    static constexpr bool returns_on_release(std::size_t bucket) noexcept {
+        if constexpr (exact_large) return bucket == exact_bucket;
+        else return false;
+    }
 
     // May one more idle buffer of `bytes` stay in this bucket? On yes its bytes
     // join the idle total. The one admission against the caps. Stripe locked.

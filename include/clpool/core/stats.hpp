@@ -22,7 +22,8 @@ struct PoolStats {
     std::uint64_t hits = 0;            // allocations served from the cache
     std::uint64_t misses = 0;          // allocations that went to the driver
     std::uint64_t evictions = 0;       // released buffers a cap sent back to the driver
-    std::uint64_t driver_frees = 0;    // buffers given back to the driver (evictions, trims)
+    std::uint64_t driver_frees = 0;    // buffers given back to the driver (evictions, trims; a sub-
+                                       // allocating pool's exact-size blocks on release, to its arena)
     std::uint64_t oom_retries = 0;     // driver failures answered by giving the cache back
     std::uint64_t failed_allocations = 0;  // allocations that failed for good
     std::size_t bytes_allocated = 0;   // bytes held from the driver: in use + cached + pending

@@ -16,7 +16,15 @@ namespace clpool {
 // Cheap to carve (SubAllocated serves a miss from a segment) is what makes
 // this many classes affordable: a class that misses costs a split, not a
 // driver allocation.
+//
+// Above 1 MiB (PyTorch's small / large boundary, and SubAllocated's
+// small_limit) a sub-allocating pool holds a request at its own size rounded
+// to 512 bytes instead (ExactLargeSizes): a transformer's sizes are multiples
+// of each other (qkv 3x, the MLP 4x the hidden size), and exact blocks that
+// merge on release keep those relations, where 1/16 classes break them.
 struct ArenaBuckets {
+    static constexpr std::size_t exact_above = std::size_t{1} << 20;
+    static constexpr std::size_t exact_round = std::size_t{1} << 9;
     static constexpr std::size_t step_shift = 9;   // 512 B
     static constexpr std::size_t linear_count = 16;  // 512 B .. 8 KiB
     static constexpr std::size_t per_doubling = 16;
@@ -44,5 +52,6 @@ struct ArenaBuckets {
 };
 
 static_assert(BucketPolicy<ArenaBuckets>);
+static_assert(ExactLargeSizes<ArenaBuckets>);
 
 }  // namespace clpool

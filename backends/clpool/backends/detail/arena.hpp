@@ -45,6 +45,7 @@ public:
         std::size_t size = 0;
         std::uint64_t serial = 0;  // order of creation: the best fit's tie-break (deterministic)
         int kind = 0;              // index of its free tree: pool_of(size of the request it was made for)
+        std::uint64_t empty_since = 0;  // the arena's take() calls when it last became wholly free
         range* first = nullptr;
     };
 
@@ -56,7 +57,7 @@ public:
         std::size_t large_limit = 10u << 20;    // larger requests get a segment of their own size,
         std::size_t large_round = 2u << 20;     // rounded up to a multiple of this
         std::size_t min_segment = 64u << 10;    // a new segment is at most growth x the bytes held,
-        double growth = 0.125;                  // but never below this (nor the request)
+        double growth = 0.25;                   // but never below this (nor the request)
     };
 
     explicit arena(options o) noexcept : opt_(o) {}
@@ -99,6 +100,7 @@ public:
     // The best-fitting free range of at least `rounded` bytes, split to size
     // if the rest is worth keeping; nullptr when none fits.
     range* take(std::size_t rounded) noexcept {
+        ++takes_;
         auto& tree = free_[pool_of(rounded)];
         auto it = tree.lower_bound(rounded, size_below{});
         if (it == tree.end()) return nullptr;
@@ -137,6 +139,7 @@ public:
         s->size = size;
         s->serial = next_serial_++;
         s->kind = kind;
+        s->empty_since = takes_;
         s->first = r;
         r->size = size;
         r->seg = s;
@@ -167,18 +170,23 @@ public:
             if (n->next) n->next->prev = r;
             delete n;
         }
+        if (r->size == r->seg->size) r->seg->empty_since = takes_;
         insert_free(*r);
     }
 
-    // Unlinks every wholly free segment and hands each to `out` (which frees
-    // it, outside the lock); returns their bytes.
+    // Unlinks wholly free segments, oldest first, and hands each to `out`
+    // (which frees it, outside the lock) until the segments hold at most
+    // `target` bytes (0: every one); returns their bytes. A segment of kind
+    // `grace_kind` that became free within the last `grace` takes stays: what
+    // emptied it is likely a step still under way, whose next requests of that
+    // kind fill it again (a segment of the other kind serves none of them).
     template <class Out>
-    std::size_t release_empty(Out&& out) noexcept {
+    std::size_t release_empty(Out&& out, std::size_t target = 0, std::uint64_t grace = 0, int grace_kind = 0) noexcept {
         std::size_t bytes = 0;
-        for (auto it = segments_.begin(); it != segments_.end();) {
+        for (auto it = segments_.begin(); it != segments_.end() && segment_bytes_ > target;) {
             segment& s = *it;
             range* r = s.first;
-            if (!(r->free && r->size == s.size)) {
+            if (!(r->free && r->size == s.size) || (s.kind == grace_kind && takes_ - s.empty_since < grace)) {
                 ++it;
                 continue;
             }
@@ -256,6 +264,7 @@ private:
     std::size_t segment_count_ = 0;
     std::uint64_t next_serial_ = 0;
     std::uint64_t segment_allocations_ = 0;
+    std::uint64_t takes_ = 0;  // take() calls so far: the clock of empty_since
     std::size_t segment_bytes_ = 0;
     std::size_t peak_segment_bytes_ = 0;
     std::size_t free_bytes_ = 0;

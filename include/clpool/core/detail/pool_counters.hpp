@@ -78,6 +78,9 @@ struct stripe_counters {
         ++b.evictions;
         ++driver_frees;
     }
+    // A released exact-size block given back to a sub-allocating backend
+    // (no cap refused it: not an eviction).
+    void on_return(bucket_counts&) noexcept { ++driver_frees; }
     // Every cached and pending buffer of the bucket given back to the driver
     // (their bytes leave with drop_idle_bytes, once per stripe).
     void on_trim(bucket_counts& b) noexcept {
