@@ -69,6 +69,7 @@ struct Ledger {
     std::atomic<bool> fail_sub_ranges{false};
     std::atomic<long> sub_ranges{0};  // sub_range() calls
     std::atomic<long> live_views{0};  // views sub_range() made, not yet destroyed (kept idle ones too)
+    std::atomic<long> live_views_at_sub_range{0};  // live_views when sub_range() was last called
 
     Ledger() { LedgerList::instance().add(this); }
     ~Ledger() { LedgerList::instance().remove(this); }
@@ -184,10 +185,13 @@ public:
     std::size_t sub_alignment() const noexcept { return ledger_->sub_alignment.load(); }
     Allocation<MockRange> sub_range(const MockMemory& segment, std::size_t offset, std::size_t n) noexcept {
         ++ledger_->sub_ranges;
+        ledger_->live_views_at_sub_range = ledger_->live_views.load();
         if (ledger_->fail_sub_ranges.load()) return {MockRange{}, AllocStatus::failed, failed_code};
         return {MockRange(segment.data() + offset, n, ledger_.get()), AllocStatus::ok, 0};
     }
-    static MockRange whole_range(const MockMemory& m, std::size_t n) noexcept { return MockRange(m.data(), n, nullptr); }
+    static MockRange whole_range(const MockMemory& m, std::size_t n) noexcept {
+        return MockRange(m.data(), n, nullptr);
+    }
 
 private:
     std::shared_ptr<Ledger> ledger_;

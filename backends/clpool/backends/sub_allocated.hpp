@@ -106,8 +106,8 @@ public:
 
     arena_shared(typename arena_type::options o, const ArenaOptions& given, std::uint32_t generation) noexcept
         : space(o), max_free_fraction(given.max_free_fraction), release_before_new_peak(given.release_before_new_peak),
-          empty_grace(given.empty_grace),
-          cached_limit(std::min(given.cached_views, view_cache<view_type>::capacity)), generation(generation) {}
+          empty_grace(given.empty_grace), cached_limit(std::min(given.cached_views, view_cache<view_type>::capacity)),
+          generation(generation) {}
 
     // Under space.mutex(), before r goes back: keeps `view` (of `bytes` at
     // r's offset) with r's segment. Returns what to release outside the lock:
@@ -155,10 +155,8 @@ public:
             slot.bytes = 0;
             --cached;
         }
-        if (hit)
-            ++reused;
-        else
-            ++made;
+        if (hit) ++reused;
+        else ++made;
         return hit;
     }
 
@@ -437,8 +435,7 @@ private:
         shared_->space.for_each_segment([&](typename arena_type::segment& seg) {
             shared_->drop_views(seg, [&](typename B::sub_memory_type&& v) {
                 if (listed) released.push_back(std::move(v));
-                else
-                    v = typename B::sub_memory_type();
+                else v = typename B::sub_memory_type();
             });
         });
         lock.unlock();
