@@ -72,9 +72,10 @@ std::size_t driver_peak(const PoolStats& s) {
     return s.peak_segment_bytes ? s.peak_segment_bytes : s.peak_bytes_allocated;
 }
 
-// Driver allocations: segments (and fallbacks) for a sub-allocating pool, misses for the others.
+// Driver calls: segments (and fallbacks) and the sub-buffers made (each a
+// clCreateSubBuffer) for a sub-allocating pool, misses for the others.
 std::uint64_t driver_allocations_of(const PoolStats& s) {
-    return s.segments || s.peak_segment_bytes ? s.segment_allocations : s.misses;
+    return s.segments || s.peak_segment_bytes ? s.segment_allocations + s.sub_buffers_made : s.misses;
 }
 
 template <class Buckets>

@@ -68,6 +68,8 @@ struct Ledger {
     std::atomic<std::size_t> sub_alignment{64};
     std::atomic<bool> fail_sub_ranges{false};
     std::atomic<long> sub_ranges{0};  // sub_range() calls
+    std::atomic<long> live_views{0};  // views sub_range() made, not yet destroyed (kept idle ones too)
+    std::atomic<long> live_views_at_sub_range{0};  // live_views when sub_range() was last called
 
     Ledger() { LedgerList::instance().add(this); }
     ~Ledger() { LedgerList::instance().remove(this); }
@@ -106,10 +108,40 @@ private:
     std::shared_ptr<Ledger> ledger_;
 };
 
+// A view of a mock segment that counts itself live in the ledger, so a test
+// sees SubAllocated's kept idle views and when they are released.
+class MockRange : public HostRange {
+public:
+    MockRange() noexcept = default;
+    MockRange(std::byte* data, std::size_t n, Ledger* ledger) noexcept : HostRange(data, n), ledger_(ledger) {
+        if (ledger_) ++ledger_->live_views;
+    }
+    MockRange(MockRange&& o) noexcept
+        : HostRange(std::move(static_cast<HostRange&>(o))), ledger_(std::exchange(o.ledger_, nullptr)) {}
+    MockRange& operator=(MockRange&& o) noexcept {
+        if (this != &o) {
+            drop();
+            static_cast<HostRange&>(*this) = std::move(static_cast<HostRange&>(o));
+            ledger_ = std::exchange(o.ledger_, nullptr);
+        }
+        return *this;
+    }
+    MockRange(const MockRange&) = delete;
+    MockRange& operator=(const MockRange&) = delete;
+    ~MockRange() { drop(); }
+
+private:
+    void drop() noexcept {
+        if (ledger_) --ledger_->live_views;
+        ledger_ = nullptr;
+    }
+    Ledger* ledger_ = nullptr;  // the segment's MockMemory keeps the ledger alive past its views
+};
+
 class MockBackend {
 public:
     using memory_type = MockMemory;
-    using sub_memory_type = HostRange;  // SubAllocated<MockBackend>'s blocks
+    using sub_memory_type = MockRange;  // SubAllocated<MockBackend>'s blocks
     static constexpr backend_abilities abilities = backend_ability::none;
     static constexpr int oom_code = -4;  // CL_MEM_OBJECT_ALLOCATION_FAILURE's value
     static constexpr int failed_code = -61;  // CL_INVALID_BUFFER_SIZE's value
@@ -151,12 +183,15 @@ public:
 
     // For SubAllocated: scripted by the ledger (alignment, failing views).
     std::size_t sub_alignment() const noexcept { return ledger_->sub_alignment.load(); }
-    Allocation<HostRange> sub_range(const MockMemory& segment, std::size_t offset, std::size_t n) noexcept {
+    Allocation<MockRange> sub_range(const MockMemory& segment, std::size_t offset, std::size_t n) noexcept {
         ++ledger_->sub_ranges;
-        if (ledger_->fail_sub_ranges.load()) return {HostRange{}, AllocStatus::failed, failed_code};
-        return {HostRange(segment.data() + offset, n), AllocStatus::ok, 0};
+        ledger_->live_views_at_sub_range = ledger_->live_views.load();
+        if (ledger_->fail_sub_ranges.load()) return {MockRange{}, AllocStatus::failed, failed_code};
+        return {MockRange(segment.data() + offset, n, ledger_.get()), AllocStatus::ok, 0};
     }
-    static HostRange whole_range(const MockMemory& m, std::size_t n) noexcept { return HostRange(m.data(), n); }
+    static MockRange whole_range(const MockMemory& m, std::size_t n) noexcept {
+        return MockRange(m.data(), n, nullptr);
+    }
 
 private:
     std::shared_ptr<Ledger> ledger_;

@@ -86,6 +86,9 @@ nlohmann::json to_json(const Result& r, std::size_t peak_live, const replay::Cap
             {"segment_bytes_at_end", r.stats.segment_bytes},
             {"segment_allocations", r.stats.segment_allocations},
             {"sub_buffer_fallbacks", r.stats.sub_buffer_fallbacks},
+            {"sub_buffers_made", r.stats.sub_buffers_made},
+            {"sub_buffers_reused", r.stats.sub_buffers_reused},
+            {"views_made", r.views},
             {"fragmentation_at_end", r.stats.fragmentation()},
             {"seconds", r.seconds},
             {"buckets", buckets}};
@@ -337,14 +340,17 @@ int main(int argc, char** argv) {
                   "with no failed allocation (bisection to "
                << (resolution == 1 ? std::string("the byte") : format_bytes(static_cast<double>(resolution)))
                << "; pools trim and retry on out-of-memory).\n";
-        if (warmup) os << "after warm-up: allocations after the first " << warmup << " served with no driver call.\n";
+        if (warmup)
+            os << "after warm-up: allocations after the first " << warmup
+               << " served with no driver call (neither a driver allocation nor a sub-buffer made).\n";
         for (const auto& r : results)
             if (r.stats.segment_allocations)
                 os << r.name << ": " << r.stats.segment_allocations << " segments allocated, " << r.stats.segments
                    << " (" << format_bytes(static_cast<double>(r.stats.segment_bytes))
                    << ") at the end, largest free block "
                    << format_bytes(static_cast<double>(r.stats.largest_free_block)) << ", fragmentation "
-                   << percent(r.stats.fragmentation()) << ", sub-buffer fallbacks " << r.stats.sub_buffer_fallbacks
+                   << percent(r.stats.fragmentation()) << ", sub-buffers made " << r.stats.sub_buffers_made
+                   << ", reused " << r.stats.sub_buffers_reused << ", fallbacks " << r.stats.sub_buffer_fallbacks
                    << ".\n";
         os << "\nconfigurations:\n";
         for (const auto& r : results) os << "  " << r.name << ": " << r.spec << '\n';

@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -25,6 +26,18 @@ struct NoSubBuffers : OpenCLBackend {
     }
 };
 static_assert(SegmentBackend<NoSubBuffers>);
+
+// Counts the sub-buffers it makes (each a clCreateSubBuffer, a driver call).
+struct CountingSubBuffers : OpenCLBackend {
+    using OpenCLBackend::OpenCLBackend;
+    static inline std::atomic<long> made{0};
+    static Allocation<cl::Buffer> sub_range(const cl::Buffer& segment, std::size_t offset, std::size_t n) noexcept {
+        ++made;
+        return OpenCLBackend::sub_range(segment, offset, n);
+    }
+};
+static_assert(SegmentBackend<CountingSubBuffers>);
+using CountingArena = Pool<ArenaBuckets, DeviceLocal, Unlimited, SingleMutex, SubAllocated<CountingSubBuffers>>;
 
 // A device that reports a base-address alignment of 0.
 struct ZeroAlignment : OpenCLBackend {
@@ -240,4 +253,82 @@ TEST_CASE("opencl: mapped pinned staging blocks carved from one pinned segment c
     hs.clear();
     pool.trim();
     CHECK(pool.stats().segments == 0);  // unmapped and freed
+}
+
+namespace {
+// Writes `value` through buffer m (n bytes), then reads it back: true if every word came back.
+bool round_trip(OpenCLEnv& env, cl_mem m, std::size_t n, std::uint32_t value) {
+    std::vector<std::uint32_t> v(n / 4, value), back(v.size(), 0);
+    if (clEnqueueWriteBuffer(env.queue(), m, CL_TRUE, 0, v.size() * 4, v.data(), 0, nullptr, nullptr) != CL_SUCCESS)
+        return false;
+    if (clEnqueueReadBuffer(env.queue(), m, CL_TRUE, 0, v.size() * 4, back.data(), 0, nullptr, nullptr) != CL_SUCCESS)
+        return false;
+    return back == v;
+}
+}  // namespace
+
+TEST_CASE(
+    "opencl: a large block asked for again at its size gets its kept sub-buffer back: the same cl_mem, none made") {
+    auto& env = OpenCLEnv::get();
+    CountingArena pool(SubAllocated<CountingSubBuffers>(CountingSubBuffers(env.context)));
+    const std::size_t n = (3u << 20) + 1000;  // above exact_above: given back to the arena on release
+    auto a = pool.allocate(n);
+    const cl_mem first = a.buffer()();
+    REQUIRE(first != nullptr);
+    REQUIRE(clRetainMemObject(first) == CL_SUCCESS);  // held: no new object can take its address
+    CHECK(round_trip(env, first, a.nbytes(), 3));
+    const long made = CountingSubBuffers::made;
+    a.release();
+    CHECK(mem_info<cl_uint>(first, CL_MEM_REFERENCE_COUNT) == 2);  // ours and the segment's kept view
+    CHECK(pool.stats().sub_buffers_cached == 1);
+    auto b = pool.allocate(n);
+    CHECK(b.buffer()() == first);
+    CHECK(CountingSubBuffers::made == made);  // no clCreateSubBuffer
+    const auto s = pool.stats();
+    CHECK(s.sub_buffers_made == 1);
+    CHECK(s.sub_buffers_reused == 1);
+    CHECK(s.sub_buffers_cached == 0);
+    CHECK(round_trip(env, b.buffer()(), b.nbytes(), 4));
+    clReleaseMemObject(first);
+}
+
+TEST_CASE(
+    "opencl: a carve over a kept sub-buffer of another range releases it first; data through the new block is right") {
+    auto& env = OpenCLEnv::get();
+    CountingArena pool(SubAllocated<CountingSubBuffers>(CountingSubBuffers(env.context)));
+    auto a = pool.allocate(3u << 20);
+    const cl_mem old = a.buffer()();
+    const std::size_t offset = a.buffer().offset();
+    REQUIRE(clRetainMemObject(old) == CL_SUCCESS);
+    CHECK(round_trip(env, old, a.nbytes(), 1));
+    a.release();
+    REQUIRE(mem_info<cl_uint>(old, CL_MEM_REFERENCE_COUNT) == 2);  // kept with the segment
+    auto b = pool.allocate((2u << 20) + 512);  // the same free range, from its start: over a's kept view
+    REQUIRE(b.buffer().offset() == offset);
+    CHECK(b.buffer()() != old);
+    CHECK(mem_info<cl_uint>(old, CL_MEM_REFERENCE_COUNT) == 1);  // the pool let go of it: only ours
+    CHECK(pool.stats().sub_buffers_cached == 0);
+    CHECK(pool.stats().sub_buffers_reused == 0);
+    CHECK(round_trip(env, b.buffer()(), b.nbytes(), 2));
+    std::vector<std::uint32_t> back(b.nbytes() / 4, 0);
+    REQUIRE(clEnqueueReadBuffer(env.queue(), b.buffer()(), CL_TRUE, 0, back.size() * 4, back.data(), 0, nullptr,
+                                nullptr) == CL_SUCCESS);
+    CHECK(std::all_of(back.begin(), back.end(), [](std::uint32_t x) { return x == 2; }));
+    clReleaseMemObject(old);
+}
+
+TEST_CASE("opencl: trim() releases the kept sub-buffers") {
+    auto& env = OpenCLEnv::get();
+    ArenaPool pool(env.context);
+    auto keep = pool.allocate(3u << 20);
+    auto a = pool.allocate((3u << 20) + 1000);
+    const cl_mem m = a.buffer()();
+    REQUIRE(clRetainMemObject(m) == CL_SUCCESS);
+    a.release();
+    CHECK(pool.stats().sub_buffers_cached == 1);
+    CHECK(mem_info<cl_uint>(m, CL_MEM_REFERENCE_COUNT) == 2);
+    pool.trim();
+    CHECK(pool.stats().sub_buffers_cached == 0);
+    CHECK(mem_info<cl_uint>(m, CL_MEM_REFERENCE_COUNT) == 1);
+    clReleaseMemObject(m);
 }

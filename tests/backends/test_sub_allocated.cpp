@@ -591,3 +591,82 @@ TEST_CASE("a fork child abandons the parent's arena (no segment freed, no range 
     CHECK(ledger->live == 0);
 }
 #endif
+
+TEST_CASE("a large block released and asked for again at its size gets its kept view back: no new view made") {
+    auto ledger = std::make_shared<Ledger>();
+    Arena pool(SubAllocated<MockBackend>(MockBackend(ledger), full_size()));
+    const std::size_t n = (3u << 20) + 1000;  // above exact_above: given back to the arena on release
+    auto keep = pool.allocate(n);
+    auto a = pool.allocate(n);
+    const std::byte* data = a.buffer().data();
+    const std::size_t offset = a.buffer().offset();
+    CHECK(ledger->sub_ranges == 2);
+    a.release();
+    auto s = pool.stats();
+    CHECK(s.sub_buffers_cached == 1);
+    CHECK(ledger->live_views == 2);  // keep's, and a's kept idle with the segment
+    auto b = pool.allocate(n);
+    CHECK(b.buffer().offset() == offset);
+    CHECK(b.buffer().data() == data);
+    CHECK(b.buffer().size() == b.bucket_size());
+    CHECK(ledger->sub_ranges == 2);  // no call to the parent
+    s = pool.stats();
+    CHECK(s.sub_buffers_made == 2);
+    CHECK(s.sub_buffers_reused == 1);
+    CHECK(s.sub_buffers_cached == 0);
+    // With cached_views = 0 every carve makes its view.
+    auto plain_ledger = std::make_shared<Ledger>();
+    ArenaOptions o = full_size();
+    o.cached_views = 0;
+    Arena plain(SubAllocated<MockBackend>(MockBackend(plain_ledger), o));
+    plain.allocate(n).release();
+    CHECK(plain.stats().sub_buffers_cached == 0);
+    CHECK(plain_ledger->live_views == 0);
+    auto c = plain.allocate(n);
+    CHECK(plain_ledger->sub_ranges == 2);
+    CHECK(plain.stats().sub_buffers_reused == 0);
+}
+
+TEST_CASE("a carve over a kept view of another range releases that view before its own is made") {
+    auto ledger = std::make_shared<Ledger>();
+    Arena pool(SubAllocated<MockBackend>(MockBackend(ledger), full_size()));
+    auto a = pool.allocate(3u << 20);
+    const std::size_t offset = a.buffer().offset();
+    a.release();
+    REQUIRE(pool.stats().sub_buffers_cached == 1);
+    REQUIRE(ledger->live_views == 1);
+    auto b = pool.allocate(2u << 20);  // best fit: the same free range, from its start: over a's kept view
+    CHECK(b.buffer().offset() == offset);
+    CHECK(ledger->live_views_at_sub_range == 0);  // a's view was gone when b's was made
+    CHECK(ledger->live_views == 1);
+    const auto s = pool.stats();
+    CHECK(s.sub_buffers_cached == 0);
+    CHECK(s.sub_buffers_made == 2);
+    CHECK(s.sub_buffers_reused == 0);
+}
+
+TEST_CASE("kept views are bounded per segment, go with trim() and with the pool") {
+    auto ledger = std::make_shared<Ledger>();
+    {
+        Arena pool(SubAllocated<MockBackend>(MockBackend(ledger), full_size()));
+        std::vector<Arena::handle> hs;
+        for (int i = 0; i < 18; ++i) hs.push_back(pool.allocate((1u << 20) + 512));  // one 20 MiB segment
+        REQUIRE(pool.stats().segments == 1);
+        auto last = std::move(hs.back());  // keeps the segment from being empty
+        hs.pop_back();
+        for (std::size_t i = 0; i < hs.size(); i += 2) hs[i].release();  // 9 blocks apart: 9 views kept
+        CHECK(pool.stats().sub_buffers_cached == 9);
+        hs.clear();  // 8 more: at most 16 kept, the oldest released
+        CHECK(pool.stats().sub_buffers_cached == 16);
+        CHECK(ledger->live_views == 17);  // 16 kept and last's
+        pool.trim();
+        CHECK(pool.stats().sub_buffers_cached == 0);
+        CHECK(ledger->live_views == 1);
+        CHECK(pool.stats().segments == 1);  // last is still there
+        last.release();
+        CHECK(pool.stats().sub_buffers_cached == 1);
+        CHECK(ledger->live_views == 1);
+    }
+    CHECK(ledger->live_views == 0);  // the pool's last kept view went with it
+    CHECK(ledger->live == 0);
+}

@@ -88,6 +88,9 @@ TEST_CASE("operator<< prints the segment counters of a sub-allocating pool, each
     s.largest_free_block = 100;
     s.segment_allocations = 206;
     s.sub_buffer_fallbacks = 207;
+    s.sub_buffers_made = 208;
+    s.sub_buffers_reused = 209;
+    s.sub_buffers_cached = 210;
     std::ostringstream os;
     os << s;
     const std::string line = os.str();
@@ -107,7 +110,10 @@ TEST_CASE("operator<< prints the segment counters of a sub-allocating pool, each
                                                         {"segment_free_bytes", 400},
                                                         {"largest_free_block", 100},
                                                         {"segment_allocations", 206},
-                                                        {"sub_buffer_fallbacks", 207}};
+                                                        {"sub_buffer_fallbacks", 207},
+                                                        {"sub_buffers_made", 208},
+                                                        {"sub_buffers_reused", 209},
+                                                        {"sub_buffers_cached", 210}};
     for (const auto& entry : expected) {
         const std::string& key = entry.first;  // not a structured binding: clang 14 cannot capture one in CAPTURE
         const std::uint64_t value = entry.second;

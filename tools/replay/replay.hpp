@@ -105,7 +105,7 @@ inline std::vector<Config> alias_configs() {
 // per-bucket makes the pool Capped (the other limit then unbounded). With
 // buckets=arena: segment=SIZE (small segments), large-segment=SIZE,
 // small=SIZE (the largest request carved from small segments),
-// granularity=SIZE, max-free=F (ArenaOptions; defaults as there).
+// granularity=SIZE, max-free=F, views=N (idle views kept per segment) (ArenaOptions; defaults as there).
 // Throws config_spec_error naming the bad key or value and what is allowed.
 inline Config parse_config(std::string_view spec, std::size_t ordinal) {
     Config c;
@@ -175,10 +175,17 @@ inline Config parse_config(std::string_view spec, std::size_t ordinal) {
                                         "'; expected a fraction of the segments' bytes from 0 to 1 (e.g. 0.125)");
             c.arena.max_free_fraction = f;
             arena_keys.push_back(key);
+        } else if (key == "views") {
+            std::uint64_t n = 0;
+            if (!detail::parse_dec(value, n) || n > 16)
+                throw config_spec_error("--config views='" + value +
+                                        "'; expected the idle views kept per segment, 0 to 16 (e.g. 16)");
+            c.arena.cached_views = static_cast<std::size_t>(n);
+            arena_keys.push_back(key);
         } else {
             throw config_spec_error("unknown --config key '" + key +
                                     "'; keys: name, buckets, cap, per-bucket, kind, and with buckets=arena: "
-                                    "segment, large-segment, small, granularity, max-free");
+                                    "segment, large-segment, small, granularity, max-free, views");
         }
     }
     if (!arena_keys.empty() && c.buckets != bucket_scheme::arena)
@@ -207,6 +214,9 @@ struct DriverCounter {
     std::size_t capacity = std::numeric_limits<std::size_t>::max();
     std::uint64_t allocations = 0;
     std::uint64_t frees = 0;
+    // Views the parent made (sub_range): over OpenCL a clCreateSubBuffer, a
+    // driver call though not an allocation of device memory.
+    std::uint64_t views = 0;
 };
 
 // Memory from a Counted backend: the inner memory, and a note on the counter
@@ -254,10 +264,12 @@ public:
     bool unified_memory() const noexcept { return inner_.unified_memory(); }
     decltype(auto) name() const { return inner_.name(); }  // the pool wants what the inner backend gives
 
-    // A parent for SubAllocated (SegmentBackend): views are not driver allocations, so not counted.
+    // A parent for SubAllocated (SegmentBackend): a view holds no bytes, but
+    // making one is a driver call (clCreateSubBuffer), counted as such on every target.
     using sub_memory_type = typename B::sub_memory_type;
     std::size_t sub_alignment() const { return inner_.sub_alignment(); }
     Allocation<sub_memory_type> sub_range(const memory_type& segment, std::size_t offset, std::size_t n) noexcept {
+        ++counter_->views;
         return inner_.sub_range(segment.inner(), offset, n);
     }
     sub_memory_type whole_range(const memory_type& m, std::size_t n) noexcept {
@@ -404,7 +416,7 @@ private:
         for (auto it = pools_.lower_bound({ctx, 0}); it != pools_.end() && it->first.first == ctx;) {
             PoolStats s = it->second->stats();
             s.bytes_allocated = s.bytes_cached = s.bytes_in_use = s.bytes_requested = s.bytes_pending = 0;
-            s.segments = s.segment_bytes = s.segment_free_bytes = s.largest_free_block = 0;
+            s.segments = s.segment_bytes = s.segment_free_bytes = s.largest_free_block = s.sub_buffers_cached = 0;
             for (auto& b : s.buckets) b.cached_buffers = b.in_use_buffers = b.pending_buffers = 0;
             std::map<std::size_t, BucketStats> buckets;
             for (const auto& b : closed_.buckets) buckets[b.bucket_size] = b;
@@ -436,6 +448,9 @@ private:
         out.largest_free_block = std::max(out.largest_free_block, s.largest_free_block);
         out.segment_allocations += s.segment_allocations;
         out.sub_buffer_fallbacks += s.sub_buffer_fallbacks;
+        out.sub_buffers_made += s.sub_buffers_made;
+        out.sub_buffers_reused += s.sub_buffers_reused;
+        out.sub_buffers_cached += s.sub_buffers_cached;
         for (const auto& b : s.buckets) {
             auto& m = buckets[b.bucket_size];
             m.bucket_size = b.bucket_size;
@@ -560,8 +575,9 @@ struct Result {
     std::size_t peak_waste = 0;          // rounding waste (bucket - asked) at most, over the trace
     double seconds = 0;                  // wall time of the replay
     std::vector<std::size_t> held;       // bytes held after each event
+    std::uint64_t views = 0;             // views (sub-buffers) made: driver calls that allocate no memory
     // After the warm-up (run's `warmup` first allocations): allocations, and
-    // those that called the driver or failed.
+    // those that called the driver (an allocation or a view made) or failed.
     std::uint64_t warm_allocations = 0;
     std::uint64_t warm_driver_allocations = 0;
 
@@ -622,12 +638,12 @@ inline Result run(const Trace& trace, const Config& c, const Target& t, std::siz
     set->set_capacity(t.capacity);
     const auto start = std::chrono::steady_clock::now();
     for (const auto& e : trace.events) {
-        const std::uint64_t driver_before = set->driver().allocations;
+        const std::uint64_t driver_before = set->driver().allocations + set->driver().views;
         const bool ok = set->apply(e);
         if (!ok) ++r.failed;
         if (e.kind == op::alloc && r.allocations++ >= warmup) {
             ++r.warm_allocations;
-            if (!ok || set->driver().allocations != driver_before) ++r.warm_driver_allocations;
+            if (!ok || set->driver().allocations + set->driver().views != driver_before) ++r.warm_driver_allocations;
         }
         const std::size_t held = set->driver().held;
         r.peak_held = std::max(r.peak_held, held);
@@ -638,6 +654,7 @@ inline Result run(const Trace& trace, const Config& c, const Target& t, std::siz
     r.stats = set->stats();
     r.passthrough = set->passthrough();
     r.driver_allocations = set->driver().allocations;
+    r.views = set->driver().views;
     r.held_at_end = set->driver().held;
     return r;
 }

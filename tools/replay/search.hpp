@@ -162,7 +162,8 @@ inline std::string using_line(const Config& c, const std::string& alias = "Trace
         const ArenaOptions& a = c.arena;
         const bool defaults = a.granularity == d.granularity && a.small_limit == d.small_limit &&
                               a.small_segment == d.small_segment && a.large_segment == d.large_segment &&
-                              a.large_limit == d.large_limit && a.max_free_fraction == d.max_free_fraction;
+                              a.large_limit == d.large_limit && a.max_free_fraction == d.max_free_fraction &&
+                              a.cached_views == d.cached_views;
         if (defaults && !c.capped && c.kind == kind_choice::device) line += "// (that is clpool::ArenaPool)\n";
         std::ostringstream frac;
         frac << a.max_free_fraction;
@@ -171,7 +172,8 @@ inline std::string using_line(const Config& c, const std::string& alias = "Trace
                 ", .small_limit = " + std::to_string(a.small_limit) +
                 ", .small_segment = " + std::to_string(a.small_segment) +
                 ", .large_segment = " + std::to_string(a.large_segment) +
-                ", .large_limit = " + std::to_string(a.large_limit) + ", .max_free_fraction = " + frac.str() + "})";
+                ", .large_limit = " + std::to_string(a.large_limit) + ", .max_free_fraction = " + frac.str() +
+                (a.cached_views == d.cached_views ? "" : ", .cached_views = " + std::to_string(a.cached_views)) + "})";
     } else {
         line += "// " + alias + " pool(" + parent;
     }

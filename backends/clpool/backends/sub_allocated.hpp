@@ -10,6 +10,7 @@
 #include <clpool/core/detail/process_state.hpp>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <concepts>
 #include <cstddef>
@@ -67,50 +68,148 @@ struct ArenaOptions {
     // this fraction of the segments' bytes is free: lower held between peaks,
     // more driver calls. 0 always, 1 never (the default: the rule above bounds the peak).
     double max_free_fraction = 1.0;
+    // Idle views (sub-buffers) kept per segment after their blocks went back,
+    // at most this many (up to detail::view_cache's capacity, 16; 0: none):
+    // a later carve of exactly the same offset and size takes one back and
+    // makes no driver call. The oldest goes when a segment's are full.
+    std::size_t cached_views = 16;
 };
 
 template <SegmentBackend B>
 class SubAllocated;
 
 namespace detail {
+// A segment's idle views: each kept, with the (offset, bytes) it covers,
+// after its block went back (a cl::Buffer sub-buffer keeps its driver object,
+// not device memory). Pairwise disjoint, and disjoint from every live block:
+// a carve releases those it overlaps. Destroyed with their segment.
+template <class View>
+struct view_cache {
+    static constexpr std::size_t capacity = 16;
+    struct slot {
+        View view{};
+        std::size_t offset = 0;
+        std::size_t bytes = 0;    // 0: an empty slot
+        std::uint64_t stamp = 0;  // when kept: the oldest goes first
+    };
+    std::array<slot, capacity> slots{};
+};
+
 template <class B>
 class arena_shared {
 public:
     using parent_memory = typename B::memory_type;
-    arena_shared(typename arena<parent_memory>::options o, const ArenaOptions& given, std::uint32_t generation) noexcept
+    using view_type = typename B::sub_memory_type;
+    using arena_type = arena<parent_memory, view_cache<view_type>>;
+    using range_type = typename arena_type::range;
+    using stale_views = std::array<view_type, view_cache<view_type>::capacity>;
+
+    arena_shared(typename arena_type::options o, const ArenaOptions& given, std::uint32_t generation) noexcept
         : space(o), max_free_fraction(given.max_free_fraction), release_before_new_peak(given.release_before_new_peak),
-          empty_grace(given.empty_grace), generation(generation) {}
-    arena<parent_memory> space;
+          empty_grace(given.empty_grace), cached_limit(std::min(given.cached_views, view_cache<view_type>::capacity)),
+          generation(generation) {}
+
+    // Under space.mutex(), before r goes back: keeps `view` (of `bytes` at
+    // r's offset) with r's segment. Returns what to release outside the lock:
+    // the oldest view it replaced, or `view` itself when none are kept.
+    view_type keep_view(range_type* r, view_type&& view, std::size_t bytes) noexcept {
+        if (cached_limit == 0) return std::move(view);
+        auto& slots = r->seg->extra.slots;
+        auto* victim = &slots[0];
+        for (std::size_t i = 0; i < cached_limit; ++i) {
+            if (slots[i].bytes == 0) {
+                victim = &slots[i];
+                break;
+            }
+            if (slots[i].stamp < victim->stamp) victim = &slots[i];
+        }
+        view_type out{};
+        if (victim->bytes != 0) {
+            out = std::move(victim->view);
+            --cached;
+        }
+        victim->view = std::move(view);
+        victim->offset = r->offset;
+        victim->bytes = bytes;
+        victim->stamp = ++clock;
+        ++cached;
+        return out;
+    }
+
+    // Under space.mutex(), for a carved range r: moves the kept view of
+    // exactly (r's offset, bytes) into `found` (true), and every other kept
+    // view that overlaps r into `stale`, to be released before r's view is
+    // made: no two views over the same bytes are ever live at once.
+    bool take_view(const range_type* r, std::size_t bytes, view_type& found, stale_views& stale) noexcept {
+        bool hit = false;
+        std::size_t n = 0;
+        for (auto& slot : r->seg->extra.slots) {
+            if (slot.bytes == 0 || slot.offset >= r->offset + r->size || r->offset >= slot.offset + slot.bytes)
+                continue;
+            if (!hit && slot.offset == r->offset && slot.bytes == bytes) {
+                found = std::move(slot.view);
+                hit = true;
+            } else {
+                stale[n++] = std::move(slot.view);
+            }
+            slot.bytes = 0;
+            --cached;
+        }
+        if (hit) ++reused;
+        else ++made;
+        return hit;
+    }
+
+    // Under space.mutex(): every kept view of segment s moved into `out`.
+    template <class Out>
+    void drop_views(typename arena_type::segment& s, Out&& out) noexcept {
+        for (auto& slot : s.extra.slots) {
+            if (slot.bytes == 0) continue;
+            out(std::move(slot.view));
+            slot.bytes = 0;
+            --cached;
+        }
+    }
+
+    arena_type space;
     const double max_free_fraction;
     const bool release_before_new_peak;
     const std::uint64_t empty_grace;
-    std::uint64_t fallbacks = 0;  // under space.mutex()
+    const std::size_t cached_limit;
+    // Under space.mutex():
+    std::uint64_t fallbacks = 0;
+    std::uint64_t reused = 0;  // carves served by a kept view
+    std::uint64_t made = 0;    // carves that asked the parent for a view (clCreateSubBuffer)
+    std::size_t cached = 0;    // views kept now
+    std::uint64_t clock = 0;
     const std::uint32_t generation;
 };
 }  // namespace detail
 
 // One block carved from a segment: the parent's view of it (a cl::Buffer
 // sub-buffer for OpenCL, a pointer and size for host memory), so a handle's
-// buffer() is used as any other pool's. Destroying it releases the view,
-// then gives its range back to the arena (merged with free neighbours).
+// buffer() is used as any other pool's. Destroying it gives its range back
+// to the arena (merged with free neighbours) and its view to the segment's
+// idle views (ArenaOptions::cached_views), or releases the view.
 // A fallback block (the view could not be made) owns a whole buffer instead.
 template <class B>
 class Carved : public B::sub_memory_type {
     using view_type = typename B::sub_memory_type;
     using shared_type = detail::arena_shared<B>;
-    using range_type = typename detail::arena<typename B::memory_type>::range;
+    using range_type = typename shared_type::range_type;
 
 public:
     Carved() noexcept = default;
     Carved(Carved&& o) noexcept
         : view_type(std::move(static_cast<view_type&>(o))), arena_(std::move(o.arena_)),
-          range_(std::exchange(o.range_, nullptr)), own_(std::move(o.own_)) {}
+          range_(std::exchange(o.range_, nullptr)), view_bytes_(o.view_bytes_), own_(std::move(o.own_)) {}
     Carved& operator=(Carved&& o) noexcept {
         if (this != &o) {
             reset();
             static_cast<view_type&>(*this) = std::move(static_cast<view_type&>(o));
             arena_ = std::move(o.arena_);
             range_ = std::exchange(o.range_, nullptr);
+            view_bytes_ = o.view_bytes_;
             own_ = std::move(o.own_);
         }
         return *this;
@@ -129,26 +228,29 @@ public:
 
 private:
     friend class SubAllocated<B>;
-    Carved(view_type view, std::shared_ptr<shared_type> arena, range_type* r) noexcept
-        : view_type(std::move(view)), arena_(std::move(arena)), range_(r) {}
+    Carved(view_type view, std::shared_ptr<shared_type> arena, range_type* r, std::size_t view_bytes) noexcept
+        : view_type(std::move(view)), arena_(std::move(arena)), range_(r), view_bytes_(view_bytes) {}
     Carved(view_type view, std::shared_ptr<shared_type> arena, typename B::memory_type own) noexcept
         : view_type(std::move(view)), arena_(std::move(arena)), own_(std::move(own)) {}
 
     void reset() noexcept {
-        static_cast<view_type&>(*this) = view_type();  // the view goes first: blocks never overlap a live view
         if (range_) {
+            view_type released{};                            // outside the lock
             if (detail::same_process(arena_->generation)) {  // a fork parent's arena: leave it alone
                 std::lock_guard lock(arena_->space.mutex());
+                released = arena_->keep_view(range_, std::move(static_cast<view_type&>(*this)), view_bytes_);
                 arena_->space.give(range_);
             }
             range_ = nullptr;
         }
+        static_cast<view_type&>(*this) = view_type();
         own_ = typename B::memory_type();
         arena_.reset();  // the last block of a gone pool frees the segments
     }
 
     std::shared_ptr<shared_type> arena_;
     range_type* range_ = nullptr;
+    std::size_t view_bytes_ = 0;     // the view's size (a kept view is reused for exactly this size)
     typename B::memory_type own_{};  // a fallback's whole buffer
 };
 
@@ -187,7 +289,7 @@ struct forward_events<B, true> {
 template <SegmentBackend B>
 class SubAllocated : public detail::forward_events<B> {
     using shared_type = detail::arena_shared<B>;
-    using arena_type = detail::arena<typename B::memory_type>;
+    using arena_type = typename shared_type::arena_type;
 
 public:
     using parent_type = B;
@@ -253,8 +355,12 @@ public:
         return add_and_carve(got.memory, seg_bytes, n, kind);
     }
 
-    // Every whole empty segment back to the driver (trim()); returns their bytes.
-    std::size_t release_empty() noexcept { return release_empty_above(0, 0); }
+    // Every kept idle view released, then every whole empty segment back to
+    // the driver (trim()); returns the segments' bytes.
+    std::size_t release_empty() noexcept {
+        release_cached_views();
+        return release_empty_above(0, 0);
+    }
 
     // More than max_free_fraction of the segments is free: then empty
     // segments go before a new one comes.
@@ -273,6 +379,9 @@ public:
         s.largest_free_block = space.largest_free();
         s.segment_allocations = space.segment_allocations() + shared_->fallbacks;
         s.sub_buffer_fallbacks = shared_->fallbacks;
+        s.sub_buffers_made = shared_->made;
+        s.sub_buffers_reused = shared_->reused;
+        s.sub_buffers_cached = shared_->cached;
     }
 
     // Every segment with its ranges, in address order: a block taken by a
@@ -311,6 +420,27 @@ public:
     }
 
 private:
+    // Every segment's kept views released (outside the lock where the host
+    // has memory for the list; under it otherwise).
+    void release_cached_views() noexcept {
+        if (!detail::same_process(shared_->generation)) return;
+        std::vector<typename B::sub_memory_type> released;
+        std::unique_lock lock(shared_->space.mutex());
+        try {
+            released.reserve(shared_->cached);
+        } catch (...) {
+            released.clear();  // reserve failed: release in place
+        }
+        const bool listed = released.capacity() >= shared_->cached;
+        shared_->space.for_each_segment([&](typename arena_type::segment& seg) {
+            shared_->drop_views(seg, [&](typename B::sub_memory_type&& v) {
+                if (listed) released.push_back(std::move(v));
+                else v = typename B::sub_memory_type();
+            });
+        });
+        lock.unlock();
+    }
+
     bool too_much_free_locked() const noexcept {
         return static_cast<double>(shared_->space.free_bytes()) >
                shared_->max_free_fraction * static_cast<double>(shared_->space.segment_bytes());
@@ -348,6 +478,7 @@ private:
             std::lock_guard lock(shared_->space.mutex());
             bytes = shared_->space.release_empty(
                 [&](typename arena_type::segment* s) {
+                    shared_->drop_views(*s, [](typename B::sub_memory_type&&) {});  // count; freed with s
                     s->first = reinterpret_cast<typename arena_type::range*>(doomed);
                     doomed = s;
                 },
@@ -415,11 +546,25 @@ private:
 
     // The parent's view of range r; if it cannot be made, r goes back and the
     // block is a whole buffer of its own (counted in sub_buffer_fallbacks).
+    // A view of exactly this range and size kept idle in the segment is taken
+    // back instead (no driver call); kept views it overlaps are released first.
     Allocation<memory_type> view_of(typename arena_type::range* r, std::size_t n, MemoryKind kind) noexcept {
         const std::size_t bytes = n == 0 ? 1 : n;
+        {
+            typename shared_type::view_type kept{};
+            bool hit = false;
+            {
+                typename shared_type::stale_views stale{};  // released at the end of this scope, before a new view
+                {
+                    std::lock_guard lock(shared_->space.mutex());
+                    hit = shared_->take_view(r, bytes, kept, stale);
+                }
+            }
+            if (hit) return {memory_type(std::move(kept), shared_, r, bytes), AllocStatus::ok, 0};
+        }
         auto view = parent_.sub_range(r->seg->memory, r->offset, bytes);
         if (view.status == AllocStatus::ok)
-            return {memory_type(std::move(view.memory), shared_, r), AllocStatus::ok, 0};
+            return {memory_type(std::move(view.memory), shared_, r, bytes), AllocStatus::ok, 0};
         {
             std::lock_guard lock(shared_->space.mutex());
             shared_->space.give(r);

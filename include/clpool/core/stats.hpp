@@ -44,6 +44,9 @@ struct PoolStats {
     std::size_t largest_free_block = 0;    // the largest request served without a new segment
     std::uint64_t segment_allocations = 0;   // driver allocations for segments (misses not carved)
     std::uint64_t sub_buffer_fallbacks = 0;  // blocks served as whole buffers: the sub-buffer failed
+    std::uint64_t sub_buffers_made = 0;      // carves that made a view (OpenCL: clCreateSubBuffer, a driver call)
+    std::uint64_t sub_buffers_reused = 0;    // carves served by an idle view kept in the segment: no driver call
+    std::size_t sub_buffers_cached = 0;      // idle views kept in the segments now
 
     double hit_rate() const noexcept {
         const auto total = hits + misses;
@@ -76,7 +79,9 @@ std::basic_ostream<Char, Traits>& operator<<(std::basic_ostream<Char, Traits>& o
     return os << " segments=" << s.segments << " segment_bytes=" << s.segment_bytes
               << " peak_segment_bytes=" << s.peak_segment_bytes << " segment_free_bytes=" << s.segment_free_bytes
               << " largest_free_block=" << s.largest_free_block << " fragmentation=" << s.fragmentation()
-              << " segment_allocations=" << s.segment_allocations << " sub_buffer_fallbacks=" << s.sub_buffer_fallbacks;
+              << " segment_allocations=" << s.segment_allocations << " sub_buffer_fallbacks=" << s.sub_buffer_fallbacks
+              << " sub_buffers_made=" << s.sub_buffers_made << " sub_buffers_reused=" << s.sub_buffers_reused
+              << " sub_buffers_cached=" << s.sub_buffers_cached;
 }
 
 }  // namespace clpool

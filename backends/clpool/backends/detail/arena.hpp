@@ -26,7 +26,10 @@ namespace clpool::detail {
 // oldest segment's lowest address, the same on every run.
 // Nothing here allocates on release (intrusive nodes), so release is noexcept.
 // Not locked itself: the owner holds mutex() around every call.
-template <class Memory>
+// Extra: what the owner keeps with each segment (SubAllocated: its idle
+// views); destroyed with the segment, before its memory.
+struct no_extra {};
+template <class Memory, class Extra = no_extra>
 class arena {
 public:
     struct segment;
@@ -47,6 +50,7 @@ public:
         int kind = 0;              // index of its free tree: pool_of(size of the request it was made for)
         std::uint64_t empty_since = 0;  // the arena's take() calls when it last became wholly free
         range* first = nullptr;
+        Extra extra{};  // after memory: goes first
     };
 
     struct options {
@@ -205,6 +209,10 @@ public:
     template <class F>
     void for_each_segment(F&& f) const {
         for (const segment& s : segments_) f(s);
+    }
+    template <class F>
+    void for_each_segment(F&& f) {
+        for (segment& s : segments_) f(s);
     }
 
     // In a fork child: never free the parent's memory.
