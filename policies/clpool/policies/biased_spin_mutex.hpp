@@ -28,24 +28,19 @@ namespace clpool {
 class BiasedSpinMutex {
 public:
     // Locks in a row by one thread, with no other in between, before the bias.
-    static constexpr std::uint32_t bias_after = 64;
+    static constexpr std::uint8_t bias_after = 64;
 
     BiasedSpinMutex() = default;
     BiasedSpinMutex(const BiasedSpinMutex&) = delete;
     BiasedSpinMutex& operator=(const BiasedSpinMutex&) = delete;
 
     void lock() noexcept {
-        if (owner_.load(std::memory_order_relaxed) == self() && presence_.enter(mode_, biased)) [[likely]] {
-            held_biased_ = true;
+        if (try_biased()) [[likely]]
             return;
-        }
         lock_mutex();
     }
     bool try_lock() noexcept {
-        if (owner_.load(std::memory_order_relaxed) == self() && presence_.enter(mode_, biased)) {
-            held_biased_ = true;
-            return true;
-        }
+        if (try_biased()) return true;
         if (!mutex_.try_lock()) return false;
         after_mutex();
         return true;
@@ -67,25 +62,32 @@ private:
 
     static const void* self() noexcept { return __builtin_thread_pointer(); }
 
+    // Unbiased, owner_ names the thread counting toward the bias: it tries
+    // here and fails (a store and a load) until the bias is its own.
+    bool try_biased() noexcept {
+        if (owner_.load(std::memory_order_relaxed) != self() || !presence_.enter(mode_, biased)) return false;
+        held_biased_ = true;
+        return true;
+    }
+
     // Out of line, so that lock() inlines to its biased case.
     [[gnu::noinline]] void lock_mutex() noexcept {
         mutex_.lock();
         after_mutex();
     }
 
-    // Under mutex_: revokes another thread's bias, or counts toward our own.
+    // Under mutex_: revokes another thread's bias, or counts toward one.
     void after_mutex() noexcept {
         switch (mode_.load(std::memory_order_relaxed)) {
-        case biased:  // never ours: the owner enters as the owner while biased
+        case biased:  // another thread's: its owner never takes the mutex while biased
             revoke();
             break;
         case unbiased:
-            if (candidate_ != self()) {
-                candidate_ = self();
+            if (owner_.load(std::memory_order_relaxed) != self()) {
+                owner_.store(self(), std::memory_order_relaxed);
                 streak_ = 1;
             } else if (++streak_ == bias_after) {
-                owner_.store(self(), std::memory_order_relaxed);
-                mode_.store(biased, std::memory_order_relaxed);  // the mutex_ unlock publishes both
+                mode_.store(biased, std::memory_order_relaxed);  // seen by its own thread first
             }
             break;
         default:
@@ -97,18 +99,16 @@ private:
         mode_.store(revoked, std::memory_order_relaxed);
         detail::owner_presence::barrier();
         presence_.wait_out();
-        owner_.store(nullptr, std::memory_order_relaxed);  // spares the old owner a try (a stale read only costs one)
+        owner_.store(nullptr, std::memory_order_relaxed);  // spares the old owner its tries
     }
 
-    // The owner's words and the mutex share a cache line: a biased lock
-    // touches one line.
-    detail::owner_presence presence_;
+    // 16 bytes: a pool's stripe (lock, in-use list, counters) keeps to two cache lines.
+    detail::owner_presence presence_;                 // the owner is inside
     detail::owner_presence::gate_word mode_{unbiased};
-    bool held_biased_ = false;                 // the holder's
-    std::atomic<const void*> owner_{nullptr};  // set once, with the bias
-    const void* candidate_ = nullptr;          // under mutex_
-    std::uint32_t streak_ = 0;                 // under mutex_
+    bool held_biased_ = false;                        // the holder's
+    std::uint8_t streak_ = 0;                         // under mutex_
     SpinMutex mutex_;
+    std::atomic<const void*> owner_{nullptr};         // the biased thread, or the one counting toward it
 };
 
 }  // namespace clpool
