@@ -1,4 +1,5 @@
-// biased_lock (ThreadCached's magazine lock): its owner and other threads never hold it at once.
+// The biased locks: ThreadCached's magazine lock (biased_lock) and SingleMutex's BiasedSpinMutex; an owner and other threads never hold one at once.
+#include <clpool/policies/biased_spin_mutex.hpp>
 #include <clpool/policies/detail/biased_lock.hpp>
 
 #include <doctest/doctest.h>
@@ -109,4 +110,65 @@ TEST_CASE("biased_lock: an owner waits while another thread holds the lock, then
     }
     std::thread([&] { std::lock_guard lock(x.lock); }).join();
     CHECK(x.owner_rounds == 2);
+}
+
+TEST_CASE("BiasedSpinMutex: one thread's locks bias it; another thread's lock revokes the bias for good") {
+    clpool::BiasedSpinMutex m;
+    for (int i = 0; i < clpool::BiasedSpinMutex::bias_after - 1; ++i) {
+        std::lock_guard g(m);
+    }
+    CHECK_FALSE(m.is_biased());
+    { std::lock_guard g(m); }
+    CHECK(m.is_biased());
+    std::thread([&] { std::lock_guard g(m); }).join();
+    CHECK_FALSE(m.is_biased());
+    for (int i = 0; i < 4 * clpool::BiasedSpinMutex::bias_after; ++i) {
+        std::lock_guard g(m);
+    }
+    CHECK_FALSE(m.is_biased());  // revoked, never biased again
+}
+
+TEST_CASE("BiasedSpinMutex: a revoking thread never sees the owner's section half done") {
+    // Each round: a fresh mutex, biased to an owner that then loops in its
+    // section; another thread revokes while it runs and looks at the data.
+    long torn = 0, rounds_biased = 0;
+    for (int round = 0; round < 200; ++round) {
+        clpool::BiasedSpinMutex m;
+        guarded x;
+        std::atomic<bool> biased{false}, running{false}, stop{false};
+        std::thread owner([&] {
+            for (long k = 0; !stop.load(std::memory_order_relaxed); ++k) {
+                std::lock_guard g(m);
+                auto& v = const_cast<volatile guarded&>(x);
+                v.inside = true;
+                for (int step = 0; step < 4; ++step) {
+                    v.a = v.a - 1;
+                    v.b = v.b + 1;
+                }
+                for (int step = 0; step < 4; ++step) {
+                    v.b = v.b - 1;
+                    v.a = v.a + 1;
+                }
+                v.inside = false;
+                if (k == clpool::BiasedSpinMutex::bias_after) {
+                    biased = m.is_biased();
+                    running = true;
+                }
+            }
+        });
+        while (!running.load()) std::this_thread::yield();
+        {
+            std::lock_guard g(m);  // revokes while the owner loops
+            if (torn_view(x)) ++torn;
+        }
+        for (int k = 0; k < 20; ++k) {
+            std::lock_guard g(m);  // the owner now takes the mutex too
+            if (torn_view(x)) ++torn;
+        }
+        stop = true;
+        owner.join();
+        rounds_biased += biased.load();
+    }
+    CHECK(torn == 0);
+    CHECK(rounds_biased == 200);  // every round revoked a live bias
 }

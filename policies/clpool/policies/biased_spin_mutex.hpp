@@ -21,6 +21,9 @@ namespace clpool {
 // on every thread takes the SpinMutex, with one more load and compare per
 // lock than a plain SpinMutex.
 //
+// BasicLockable, not Lockable: a try_lock() that revokes would have to wait
+// for the owner to leave, which is not what a try promises.
+//
 // Threads are told apart by their thread pointer (the TLS base): free to
 // read, unique among live threads. A thread that reuses an exited owner's
 // thread pointer inherits the bias; the owner's writes happen before it, as
@@ -38,12 +41,6 @@ public:
         if (try_biased()) [[likely]]
             return;
         lock_mutex();
-    }
-    bool try_lock() noexcept {
-        if (try_biased()) return true;
-        if (!mutex_.try_lock()) return false;
-        after_mutex();
-        return true;
     }
     void unlock() noexcept {
         if (held_biased_) [[likely]] {
@@ -79,19 +76,18 @@ private:
     // Under mutex_: revokes another thread's bias, or counts toward one.
     void after_mutex() noexcept {
         switch (mode_.load(std::memory_order_relaxed)) {
-        case biased:  // another thread's: its owner never takes the mutex while biased
-            revoke();
-            break;
-        case unbiased:
-            if (owner_.load(std::memory_order_relaxed) != self()) {
-                owner_.store(self(), std::memory_order_relaxed);
-                streak_ = 1;
-            } else if (++streak_ == bias_after) {
-                mode_.store(biased, std::memory_order_relaxed);  // seen by its own thread first
-            }
-            break;
-        default:
-            break;
+            case biased:  // another thread's: its owner never takes the mutex while biased
+                revoke();
+                break;
+            case unbiased:
+                if (owner_.load(std::memory_order_relaxed) != self()) {
+                    owner_.store(self(), std::memory_order_relaxed);
+                    streak_ = 1;
+                } else if (++streak_ == bias_after) {
+                    mode_.store(biased, std::memory_order_relaxed);  // seen by its own thread first
+                }
+                break;
+            default: break;
         }
     }
 
