@@ -30,7 +30,8 @@ const cl::Context* context = nullptr;
 template <class Pl>
 double best_ns(long n, int runs) {
     std::unique_ptr<Pl> p;
-    if constexpr (std::is_same_v<typename Pl::backend_type, OpenCLBackend>) p = std::make_unique<Pl>(OpenCLBackend(*context));
+    if constexpr (std::is_same_v<typename Pl::backend_type, OpenCLBackend>)
+        p = std::make_unique<Pl>(OpenCLBackend(*context));
     else p = std::make_unique<Pl>(HostBackend{});
     p->allocate(4096).release();
     double best = 1e9;
