@@ -3,7 +3,7 @@
 
 #include <clpool/core/detail/history_ring.hpp>
 #include <clpool/core/detail/process_state.hpp>
-#include <clpool/policies/spin_mutex.hpp>
+#include <clpool/policies/detail/biased_lock.hpp>
 
 #include <algorithm>
 #include <array>
@@ -18,16 +18,16 @@
 
 namespace clpool::detail {
 
-// Guards one magazine. Its thread takes it on every hit and release; others
-// take it only for stats(), trim() and teardown, so it is almost never
-// contended and costs one compare-exchange.
-using spin_lock = clpool::SpinMutex;
+// Guards one magazine. Its thread takes it on every hit and release (as its
+// owner: no read-modify-write); others take it only for stats(), trim(), a
+// steal and teardown.
+using owner_guard = biased_lock::owner_guard;
 
 // The part of a magazine that does not depend on the pool's type: what the
 // thread-exit path needs. Owned jointly by its thread's list and its pool's
 // registry; the last of the two to let go deletes it.
 struct magazine_base {
-    spin_lock lock;
+    biased_lock lock;
     void* lists = nullptr;  // its pool's shared lists; guarded by lock; nullptr once detached
     void (*flush)(magazine_base*) noexcept = nullptr;  // gives every buffer back to `lists` (lock held)
     void (*destroy)(magazine_base*) noexcept = nullptr;
@@ -43,8 +43,12 @@ struct magazine_base {
     void drop() noexcept {
         if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) destroy(this);
     }
-    bool detached() noexcept {
-        std::lock_guard g(lock);
+    // Set by its thread as it exits, after its last touch: the pool may then
+    // forget it without taking its lock.
+    std::atomic<bool> thread_exited{false};
+
+    bool detached() noexcept {  // its own thread only
+        owner_guard g(lock);
         return lists == nullptr;
     }
 };
@@ -73,12 +77,13 @@ struct thread_magazines {
         for (auto& e : entries) {
             if (!same_process(e.mag->generation)) continue;
             {
-                std::lock_guard g(e.mag->lock);
+                owner_guard g(e.mag->lock);
                 if (e.mag->lists) {
                     e.mag->flush(e.mag);
                     e.mag->lists = nullptr;
                 }
             }
+            e.mag->thread_exited.store(true, std::memory_order_release);
             e.mag->drop();
         }
     }
@@ -119,7 +124,7 @@ struct magazine_registry {
     // Forgets magazines whose thread has exited (mutex held); keeps their history.
     void prune() noexcept {
         std::erase_if(mags, [this](magazine_base* m) {
-            if (!m->detached()) return false;
+            if (!m->thread_exited.load(std::memory_order_acquire)) return false;
             retire(std::move(m->history));  // its thread is gone: nothing writes it now
             m->drop();
             return true;
@@ -196,12 +201,12 @@ public:
         mag_type* m = mine(lists);
         if (!m) return nullptr;
         {
-            std::lock_guard g(m->lock);
+            owner_guard g(m->lock);
             if (block_type* b = pop(lists, *m, index, nbytes, site)) return b;
         }
         if constexpr (Lists::capped) {
             if (steal(lists, *m, index)) {
-                std::lock_guard g(m->lock);
+                owner_guard g(m->lock);
                 return pop(lists, *m, index, nbytes,
                            site);  // nullptr if another thread stole it back meanwhile
             }
@@ -280,7 +285,7 @@ public:
     template <class F>
     decltype(auto) inspect(const Lists& lists, F&& f) const {
         std::lock_guard g(registry_.mutex);
-        for (magazine_base* b : registry_.mags) b->lock.lock();
+        biased_lock::lock_all(registry_.mags, [](magazine_base* b) -> biased_lock& { return b->lock; });
         struct unlock_all {
             const std::vector<magazine_base*>& mags;
             ~unlock_all() {
@@ -316,7 +321,7 @@ public:
         rings.reserve(registry_.mags.size());
         for (std::size_t i = 0; i < registry_.mags.size(); ++i)
             rings.push_back(cfg.on() ? std::make_unique<history_ring>(cfg) : nullptr);
-        for (magazine_base* b : registry_.mags) b->lock.lock();
+        biased_lock::lock_all(registry_.mags, [](magazine_base* b) -> biased_lock& { return b->lock; });
         struct unlock_all {
             const std::vector<magazine_base*>& mags;
             ~unlock_all() {
@@ -392,7 +397,7 @@ private:
 
     static keep_result keep_in(Lists& lists, mag_type& m, block_type* b, std::size_t nbytes,
                                const call_site* site) noexcept {
-        std::lock_guard g(m.lock);
+        owner_guard g(m.lock);
         if (!m.lists) return keep_result::detached;
         const std::size_t index = b->bucket;
         auto& sl = m.buckets[index];

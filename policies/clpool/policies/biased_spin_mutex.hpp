@@ -1,0 +1,110 @@
+// BiasedSpinMutex: a SpinMutex that the one thread using it takes with plain stores, until a second thread comes.
+#pragma once
+
+#include <clpool/policies/detail/owner_presence.hpp>
+#include <clpool/policies/spin_mutex.hpp>
+
+#include <atomic>
+#include <cstdint>
+
+namespace clpool {
+
+// Most pools are used by one thread: an engine's allocating thread, a
+// benchmark, a tool. For them a lock's two atomic read-modify-writes per hit
+// pair are most of its cost (each drains the store buffer on x86). This
+// mutex starts as a SpinMutex. Once one thread has taken it `bias_after`
+// times in a row, it is biased to that thread, which from then on locks it
+// with a store, a compiler barrier and a load, and unlocks it with a store
+// (detail::owner_presence). The first other thread to lock it revokes the
+// bias for good: it forces a barrier on every thread of the process (one
+// membarrier system call, microseconds) and waits the owner out; from then
+// on every thread takes the SpinMutex, with one more load and compare per
+// lock than a plain SpinMutex.
+//
+// BasicLockable, not Lockable: a try_lock() that revokes would have to wait
+// for the owner to leave, which is not what a try promises.
+//
+// Threads are told apart by their thread pointer (the TLS base): free to
+// read, unique among live threads. A thread that reuses an exited owner's
+// thread pointer inherits the bias; the owner's writes happen before it, as
+// the exited thread's stack was handed over under the C library's lock.
+class BiasedSpinMutex {
+public:
+    // Locks in a row by one thread, with no other in between, before the bias.
+    static constexpr std::uint8_t bias_after = 64;
+
+    BiasedSpinMutex() = default;
+    BiasedSpinMutex(const BiasedSpinMutex&) = delete;
+    BiasedSpinMutex& operator=(const BiasedSpinMutex&) = delete;
+
+    void lock() noexcept {
+        if (try_biased()) [[likely]]
+            return;
+        lock_mutex();
+    }
+    void unlock() noexcept {
+        if (held_biased_) [[likely]] {
+            held_biased_ = false;
+            presence_.leave();
+            return;
+        }
+        mutex_.unlock();
+    }
+
+    // Whether one thread holds the bias now (tests use it).
+    bool is_biased() const noexcept { return mode_.load(std::memory_order_relaxed) == biased; }
+
+private:
+    static constexpr std::uint8_t unbiased = 0, biased = 1, revoked = 2;
+
+    static const void* self() noexcept { return __builtin_thread_pointer(); }
+
+    // Unbiased, owner_ names the thread counting toward the bias: it tries
+    // here and fails (a store and a load) until the bias is its own.
+    bool try_biased() noexcept {
+        if (owner_.load(std::memory_order_relaxed) != self() || !presence_.enter(mode_, biased)) return false;
+        held_biased_ = true;
+        return true;
+    }
+
+    // Out of line, so that lock() inlines to its biased case.
+    [[gnu::noinline]] void lock_mutex() noexcept {
+        mutex_.lock();
+        after_mutex();
+    }
+
+    // Under mutex_: revokes another thread's bias, or counts toward one.
+    void after_mutex() noexcept {
+        switch (mode_.load(std::memory_order_relaxed)) {
+            case biased:  // another thread's: its owner never takes the mutex while biased
+                revoke();
+                break;
+            case unbiased:
+                if (owner_.load(std::memory_order_relaxed) != self()) {
+                    owner_.store(self(), std::memory_order_relaxed);
+                    streak_ = 1;
+                } else if (++streak_ == bias_after) {
+                    mode_.store(biased, std::memory_order_relaxed);  // seen by its own thread first
+                }
+                break;
+            default: break;
+        }
+    }
+
+    [[gnu::cold, gnu::noinline]] void revoke() noexcept {
+        mode_.store(revoked, std::memory_order_relaxed);
+        detail::owner_presence::barrier();
+        presence_.wait_out();
+        owner_.store(nullptr, std::memory_order_relaxed);  // spares the old owner its tries
+    }
+
+    // 16 bytes: a pool's stripe (lock, in-use list, counters) keeps to two cache lines.
+    detail::owner_presence presence_;                 // the owner is inside
+    detail::owner_presence::gate_word mode_{unbiased};
+    bool held_biased_ = false;                        // the holder's
+    std::uint8_t streak_ = 0;                         // under mutex_
+    SpinMutex mutex_;
+    std::atomic<const void*> owner_{nullptr};         // the biased thread, or the one counting toward it
+};
+
+}  // namespace clpool

@@ -1,0 +1,174 @@
+// The biased locks: ThreadCached's magazine lock (biased_lock) and SingleMutex's BiasedSpinMutex; an owner and other threads never hold one at once.
+#include <clpool/policies/biased_spin_mutex.hpp>
+#include <clpool/policies/detail/biased_lock.hpp>
+
+#include <doctest/doctest.h>
+
+#include <array>
+#include <atomic>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+using clpool::detail::biased_lock;
+
+namespace {
+
+// Guarded by `lock` alone: the owner moves one unit from a to b and back; a
+// reader under the lock must always see a + b == total and `inside` false.
+struct guarded;
+bool torn_view(const guarded& x);
+
+struct guarded {
+    biased_lock lock;
+    long a = 1000, b = 0;  // deliberately not atomic
+    bool inside = false;
+    long owner_rounds = 0;
+};
+
+// Looks a while (an owner that ignored the lock would move meanwhile).
+bool torn_view(const guarded& x) {
+    bool torn = false;
+    for (int i = 0; i < 200; ++i) {
+        const auto& v = const_cast<const volatile guarded&>(x);
+        torn |= v.inside || v.a + v.b != 1000 || v.b != 0;
+    }
+    return torn;
+}
+
+}  // namespace
+
+TEST_CASE("biased_lock: other threads never see the owner's section half done") {
+    constexpr int owners = 4, readers = 3;
+    std::array<guarded, owners> g;
+    std::atomic<bool> stop{false};
+    std::atomic<long> torn{0}, reads{0};
+    std::vector<std::thread> threads;
+    for (int i = 0; i < owners; ++i)
+        threads.emplace_back([&, i] {
+            auto& x = g[i];
+            for (long round = 0; !stop.load(std::memory_order_relaxed); ++round) {
+                if (round % 16 == 0) std::this_thread::yield();  // lets readers in between sections
+                biased_lock::owner_guard lock(x.lock);
+                auto& v = const_cast<volatile guarded&>(x);  // every step a store of its own
+                v.inside = true;
+                for (int step = 0; step < 4; ++step) {
+                    v.a = v.a - 1;
+                    v.b = v.b + 1;
+                }
+                for (int step = 0; step < 4; ++step) {
+                    v.b = v.b - 1;
+                    v.a = v.a + 1;
+                }
+                v.inside = false;
+                ++x.owner_rounds;
+            }
+        });
+    for (int r = 0; r < readers; ++r)
+        threads.emplace_back([&, r] {
+            for (int k = 0; k < 3000; ++k) {
+                if ((k + r) % 3 == 0) {  // all at once, as stats() takes them
+                    biased_lock::lock_all(g, [](guarded& x) -> biased_lock& { return x.lock; });
+                    for (auto& x : g)
+                        if (torn_view(x)) torn.fetch_add(1);
+                    for (auto& x : g) x.lock.unlock();
+                } else {
+                    auto& x = g[(k + r) % owners];
+                    std::lock_guard lock(x.lock);
+                    if (torn_view(x)) torn.fetch_add(1);
+                }
+                reads.fetch_add(1);
+            }
+        });
+    for (int r = 0; r < readers; ++r) threads[owners + r].join();
+    stop = true;
+    for (int i = 0; i < owners; ++i) threads[i].join();
+    CHECK(torn.load() == 0);
+    CHECK(reads.load() == readers * 3000);
+    for (auto& x : g) CHECK(x.owner_rounds > 0);  // the owners ran while being read
+}
+
+TEST_CASE("biased_lock: an owner waits while another thread holds the lock, then goes on") {
+    guarded x;
+    x.lock.lock();  // another thread's hold (here: this thread, outside an owner section)
+    std::atomic<bool> entered{false};
+    std::thread owner([&] {
+        biased_lock::owner_guard lock(x.lock);
+        entered = true;
+        ++x.owner_rounds;
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    CHECK_FALSE(entered.load());  // held out by the other thread's lock
+    x.lock.unlock();
+    owner.join();
+    CHECK(entered.load());
+    CHECK(x.owner_rounds == 1);
+    // And the owner's fast path works again afterwards, as do other threads' locks.
+    {
+        biased_lock::owner_guard lock(x.lock);
+        ++x.owner_rounds;
+    }
+    std::thread([&] { std::lock_guard lock(x.lock); }).join();
+    CHECK(x.owner_rounds == 2);
+}
+
+TEST_CASE("BiasedSpinMutex: one thread's locks bias it; another thread's lock revokes the bias for good") {
+    clpool::BiasedSpinMutex m;
+    for (int i = 0; i < clpool::BiasedSpinMutex::bias_after - 1; ++i) {
+        std::lock_guard g(m);
+    }
+    CHECK_FALSE(m.is_biased());
+    { std::lock_guard g(m); }
+    CHECK(m.is_biased());
+    std::thread([&] { std::lock_guard g(m); }).join();
+    CHECK_FALSE(m.is_biased());
+    for (int i = 0; i < 4 * clpool::BiasedSpinMutex::bias_after; ++i) {
+        std::lock_guard g(m);
+    }
+    CHECK_FALSE(m.is_biased());  // revoked, never biased again
+}
+
+TEST_CASE("BiasedSpinMutex: a revoking thread never sees the owner's section half done") {
+    // Each round: a fresh mutex, biased to an owner that then loops in its
+    // section; another thread revokes while it runs and looks at the data.
+    long torn = 0, rounds_biased = 0;
+    for (int round = 0; round < 200; ++round) {
+        clpool::BiasedSpinMutex m;
+        guarded x;
+        std::atomic<bool> biased{false}, running{false}, stop{false};
+        std::thread owner([&] {
+            for (long k = 0; !stop.load(std::memory_order_relaxed); ++k) {
+                std::lock_guard g(m);
+                auto& v = const_cast<volatile guarded&>(x);
+                v.inside = true;
+                for (int step = 0; step < 4; ++step) {
+                    v.a = v.a - 1;
+                    v.b = v.b + 1;
+                }
+                for (int step = 0; step < 4; ++step) {
+                    v.b = v.b - 1;
+                    v.a = v.a + 1;
+                }
+                v.inside = false;
+                if (k == clpool::BiasedSpinMutex::bias_after) {
+                    biased = m.is_biased();
+                    running = true;
+                }
+            }
+        });
+        while (!running.load()) std::this_thread::yield();
+        {
+            std::lock_guard g(m);  // revokes while the owner loops
+            if (torn_view(x)) ++torn;
+        }
+        for (int k = 0; k < 20; ++k) {
+            std::lock_guard g(m);  // the owner now takes the mutex too
+            if (torn_view(x)) ++torn;
+        }
+        stop = true;
+        owner.join();
+        rounds_biased += biased.load();
+    }
+    CHECK(torn == 0);
+    CHECK(rounds_biased == 200);  // every round revoked a live bias
+}
