@@ -2,13 +2,18 @@
 #include <clpool/policies/biased_spin_mutex.hpp>
 #include <clpool/policies/detail/biased_lock.hpp>
 
+#include "thread_state.hpp"
+
 #include <doctest/doctest.h>
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#include <unistd.h>
 
 using clpool::detail::biased_lock;
 
@@ -172,3 +177,41 @@ TEST_CASE("BiasedSpinMutex: a revoking thread never sees the owner's section hal
     CHECK(torn == 0);
     CHECK(rounds_biased == 200);  // every round revoked a live bias
 }
+
+#if defined(__linux__)
+TEST_CASE("BiasedSpinMutex: a thread that revokes waits for the owner asleep, not spinning") {
+    // The owner is inside its biased section (preempted there, say): the
+    // revoking thread must let it run, on its own core too, so it naps.
+    clpool::BiasedSpinMutex m;
+    std::atomic<bool> owner_inside{false}, leave{false}, got_it{false};
+    std::atomic<pid_t> waiter_tid{0};
+    std::thread owner([&] {
+        for (int i = 0; i < clpool::BiasedSpinMutex::bias_after; ++i) {
+            std::lock_guard g(m);
+        }
+        std::lock_guard g(m);  // biased: the section stays open until told
+        owner_inside = true;
+        while (!leave.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    });
+    while (!owner_inside.load()) std::this_thread::yield();
+    REQUIRE(m.is_biased());
+    std::thread waiter([&] {
+        waiter_tid = gettid();
+        std::lock_guard g(m);
+        got_it = true;
+    });
+    while (waiter_tid.load() == 0) std::this_thread::yield();
+    int asleep_in_a_row = 0;  // seen asleep twice in a row, a millisecond apart
+    for (int i = 0; i < 20000 && asleep_in_a_row < 2; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        asleep_in_a_row = clpool::test::thread_state(waiter_tid) == 'S' ? asleep_in_a_row + 1 : 0;
+    }
+    CHECK(asleep_in_a_row == 2);
+    CHECK_FALSE(got_it.load());  // the owner is still inside
+    leave = true;
+    owner.join();
+    waiter.join();
+    CHECK(got_it.load());
+    CHECK_FALSE(m.is_biased());
+}
+#endif

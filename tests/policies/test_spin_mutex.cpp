@@ -1,6 +1,8 @@
 // SpinMutex: mutual exclusion under many threads, try_lock, and waiters that sleep rather than spin.
 #include <clpool/policies/spin_mutex.hpp>
 
+#include "thread_state.hpp"
+
 #include <doctest/doctest.h>
 
 #include <atomic>
@@ -46,17 +48,7 @@ TEST_CASE("SpinMutex: no increment of a plain counter is lost across threads") {
 }
 
 #if defined(__linux__)
-namespace {
-// The scheduler state of one thread of this process ('R' running or
-// runnable, 'S' asleep, ...), from /proc; '?' if unreadable.
-char thread_state(pid_t tid) {
-    std::ifstream f("/proc/self/task/" + std::to_string(tid) + "/stat");
-    std::string line;
-    std::getline(f, line);
-    const auto close = line.rfind(')');  // the command name may hold spaces
-    return close != std::string::npos && close + 2 < line.size() ? line[close + 2] : '?';
-}
-}  // namespace
+using clpool::test::thread_state;
 
 TEST_CASE("SpinMutex: a waiter on a held lock goes to sleep instead of spinning or yielding") {
     // A waiter that spins or calls sched_yield() stays runnable ('R') for as
