@@ -31,6 +31,22 @@ struct guarded {
     long owner_rounds = 0;
 };
 
+// The owner's section: moves units from a to b and back, every step a store
+// of its own, with `inside` set throughout.
+void move_and_restore(guarded& x) {
+    auto& v = const_cast<volatile guarded&>(x);
+    v.inside = true;
+    for (int step = 0; step < 4; ++step) {
+        v.a = v.a - 1;
+        v.b = v.b + 1;
+    }
+    for (int step = 0; step < 4; ++step) {
+        v.b = v.b - 1;
+        v.a = v.a + 1;
+    }
+    v.inside = false;
+}
+
 // Looks a while (an owner that ignored the lock would move meanwhile).
 bool torn_view(const guarded& x) {
     bool torn = false;
@@ -55,17 +71,7 @@ TEST_CASE("biased_lock: other threads never see the owner's section half done") 
             for (long round = 0; !stop.load(std::memory_order_relaxed); ++round) {
                 if (round % 16 == 0) std::this_thread::yield();  // lets readers in between sections
                 biased_lock::owner_guard lock(x.lock);
-                auto& v = const_cast<volatile guarded&>(x);  // every step a store of its own
-                v.inside = true;
-                for (int step = 0; step < 4; ++step) {
-                    v.a = v.a - 1;
-                    v.b = v.b + 1;
-                }
-                for (int step = 0; step < 4; ++step) {
-                    v.b = v.b - 1;
-                    v.a = v.a + 1;
-                }
-                v.inside = false;
+                move_and_restore(x);
                 ++x.owner_rounds;
             }
         });
@@ -144,17 +150,7 @@ TEST_CASE("BiasedSpinMutex: a revoking thread never sees the owner's section hal
         std::thread owner([&] {
             for (long k = 0; !stop.load(std::memory_order_relaxed); ++k) {
                 std::lock_guard g(m);
-                auto& v = const_cast<volatile guarded&>(x);
-                v.inside = true;
-                for (int step = 0; step < 4; ++step) {
-                    v.a = v.a - 1;
-                    v.b = v.b + 1;
-                }
-                for (int step = 0; step < 4; ++step) {
-                    v.b = v.b - 1;
-                    v.a = v.a + 1;
-                }
-                v.inside = false;
+                move_and_restore(x);
                 if (k == clpool::BiasedSpinMutex::bias_after) {
                     biased = m.is_biased();
                     running = true;
