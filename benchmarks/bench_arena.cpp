@@ -4,13 +4,22 @@
 // arena/hit/<pool>/<bytes>: allocate + release of a cached block; BufferPool beside it (the baseline).
 // arena/split_miss/<pool>/<bytes>: a miss carved from a held segment (the pool caches nothing:
 //   Capped at 0), then its release (the block's range merges back). Time per iteration = one
-//   carve + one merge; on OpenCL also one clCreateSubBuffer and one clReleaseMemObject.
+//   carve + one merge. The carve lands where the last one did, so on OpenCL it takes back the
+//   sub-buffer the last release kept (ArenaOptions::cached_views).
+// arena/split_miss_new_view/<pool>/<bytes>: the same with no kept sub-buffers (cached_views 0):
+//   every carve also makes a clCreateSubBuffer and every release a clReleaseMemObject, the
+//   split miss of a range no view was kept for.
+// raw/sub_buffer/opencl/<bytes>: clCreateSubBuffer + clReleaseMemObject of one region of a held
+//   buffer, no pool: the driver's share of split_miss_new_view, in the same run.
 // arena/stream/<whole|sub>/<bytes>: y[i] = 2 * x[i] + 1 over two buffers, once whole buffers
 //   (BufferPool), once blocks of an ArenaPool at a non-zero offset in their segments; real time
 //   per kernel (clFinish). Compare the two in the same run; bytes_per_second is read + write.
 #include "common/setup.hpp"
 
+#include <algorithm>
+#include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 using namespace clpool;
@@ -36,10 +45,23 @@ template <class B>
 using Uncached = Pool<ArenaBuckets, DeviceLocal, Capped, SingleMutex, SubAllocated<B>>;
 
 template <class P>
-void split_miss(benchmark::State& state) {
+void split_miss(benchmark::State& state, std::size_t cached_views) {
     const auto n = static_cast<std::size_t>(state.range(0));
-    auto pool = make_pool<P>(Capped(0, 0));  // nothing cached: every allocation carves
-    auto keep = pool->allocate(n);            // keeps the segment held
+    using B = typename P::backend_type;
+    ArenaOptions options;
+    options.cached_views = cached_views;
+    // A first segment with room for n and a split of n (a small pool's first segment is otherwise
+    // only as large as its first request).
+    options.min_segment = 4 * n;
+    if (n <= options.small_limit) options.small_segment = std::max(options.small_segment, 4 * n);
+    std::unique_ptr<P> pool;  // nothing cached (Capped at 0): every allocation carves
+#ifdef CLPOOL_HAS_OPENCL
+    if constexpr (std::is_same_v<B, SubAllocated<OpenCLBackend>>)
+        pool = std::make_unique<P>(B(OpenCLBackend(Device::get().context), options), Capped(0, 0));
+    else
+#endif
+        pool = std::make_unique<P>(B(typename B::parent_type{}, options), Capped(0, 0));
+    auto keep = pool->allocate(n);  // keeps the one segment held: every timed allocation splits its free rest
     for (auto _ : state) {
         auto h = pool->allocate(n);
         benchmark::DoNotOptimize(h);
@@ -48,6 +70,9 @@ void split_miss(benchmark::State& state) {
     const auto s = pool->stats();
     if (s.segment_allocations != 1) state.SkipWithError("a timed allocation made a segment");
     if (s.hits != 0) state.SkipWithError("a timed allocation hit the cache");
+    if (cached_views == 0 && s.sub_buffers_reused != 0) state.SkipWithError("a carve took a kept view back");
+    state.counters["views_made"] = static_cast<double>(s.sub_buffers_made);
+    state.counters["views_reused"] = static_cast<double>(s.sub_buffers_reused);
     state.SetItemsProcessed(state.iterations());
 }
 
@@ -92,6 +117,23 @@ void run_stream(benchmark::State& state, cl_mem x, cl_mem y, std::size_t n) {
     state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(2 * n));
 }
 
+void raw_sub_buffer(benchmark::State& state) {
+    const auto n = static_cast<std::size_t>(state.range(0));
+    auto& d = Device::get();
+    cl_int err = CL_SUCCESS;
+    cl_mem parent = clCreateBuffer(d.context(), CL_MEM_READ_WRITE, 2 * n, nullptr, &err);
+    opencl::check(err, "clCreateBuffer");
+    const cl_buffer_region region{n, n};  // n is a multiple of every device's base-address alignment
+    for (auto _ : state) {
+        cl_mem sub = clCreateSubBuffer(parent, CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION, &region, &err);
+        opencl::check(err, "clCreateSubBuffer");
+        benchmark::DoNotOptimize(sub);
+        clReleaseMemObject(sub);
+    }
+    clReleaseMemObject(parent);
+    state.SetItemsProcessed(state.iterations());
+}
+
 void stream_whole(benchmark::State& state) {
     const auto n = static_cast<std::size_t>(state.range(0));
     auto pool = make_pool<BufferPool>();
@@ -126,11 +168,17 @@ void register_all() {
     }
     for (std::int64_t n : {std::int64_t{4096}, std::int64_t{1} << 20, std::int64_t{8} << 20}) {
 #ifdef CLPOOL_HAS_OPENCL
-        benchmark::RegisterBenchmark("arena/split_miss/opencl", split_miss<Uncached<OpenCLBackend>>)
+        benchmark::RegisterBenchmark("arena/split_miss/opencl", split_miss<Uncached<OpenCLBackend>>,
+                                     ArenaOptions{}.cached_views)
             ->Arg(n)
             ->Unit(benchmark::kMicrosecond);
+        benchmark::RegisterBenchmark("arena/split_miss_new_view/opencl", split_miss<Uncached<OpenCLBackend>>, 0)
+            ->Arg(n)
+            ->Unit(benchmark::kMicrosecond);
+        benchmark::RegisterBenchmark("raw/sub_buffer/opencl", raw_sub_buffer)->Arg(n)->Unit(benchmark::kMicrosecond);
 #endif
-        benchmark::RegisterBenchmark("arena/split_miss/host", split_miss<Uncached<HostBackend>>)
+        benchmark::RegisterBenchmark("arena/split_miss/host", split_miss<Uncached<HostBackend>>,
+                                     ArenaOptions{}.cached_views)
             ->Arg(n)
             ->Unit(benchmark::kMicrosecond);
     }

@@ -2,7 +2,10 @@
 # The sub-allocating pools on a GPU machine (docs/ARENA.md, issue 15): builds bench_arena and
 # bench_memory (Release) and runs them into $OUT (default ./out/arena), all in one run:
 #   arena/hit/{BufferPool,ArenaPool}/opencl   hit pair, the arena beside BufferPool (target <= 40 ns)
-#   arena/split_miss/opencl                   a miss carved from a held segment + its release (target <= 2 us)
+#   arena/split_miss/opencl                   a miss carved from a held segment + its release (target <= 2 us),
+#                                             its sub-buffer a kept one
+#   arena/split_miss_new_view/opencl          the same, every carve making its sub-buffer (cached_views 0)
+#   raw/sub_buffer/opencl                     clCreateSubBuffer + release alone, no pool (the driver's share)
 #   arena/stream/{whole,sub}                  a kernel streaming through whole buffers and through
 #                                             sub-allocated blocks, alternated (target: sub >= 98% of whole)
 #   memory/*                                  peak held / peak live per bucket scheme and the arena
@@ -58,9 +61,12 @@ for n in ("4096", "1048576"):
     if a and b:
         print(f"hit pair {n} B: ArenaPool {a:.1f} ns, BufferPool {b:.1f} ns ({a/b:.2f}x); target <= 40 ns: {'met' if a <= 40 else 'NOT met'}")
 for n in ("4096", "1048576", "8388608"):
-    m = t(f"arena/split_miss/opencl/{n}")
-    if m is not None:
-        print(f"split miss {n} B (carve + sub-buffer + release): {m:.2f} us; target <= 2 us: {'met' if m <= 2 else 'NOT met'}")
+    raw = t(f"raw/sub_buffer/opencl/{n}")
+    for kind, what in (("split_miss", "kept sub-buffer"), ("split_miss_new_view", "new sub-buffer")):
+        m = t(f"arena/{kind}/opencl/{n}")
+        if m is not None:
+            base = f", raw clCreateSubBuffer + release {raw:.2f} us" if raw is not None else ""
+            print(f"split miss {n} B ({what}): {m:.2f} us{base}; target <= 2 us: {'met' if m <= 2 else 'NOT met'}")
 for n in ("8388608", "268435456"):
     w, s = t(f"arena/stream/whole/{n}/real_time"), t(f"arena/stream/sub/{n}/real_time")
     if w and s:

@@ -1,5 +1,7 @@
 // ns per hit pair (allocate + release of a cached 4 KiB buffer) in a plain loop: host and OpenCL
 // backends, NoLock / SingleMutex / ThreadCached<8>; best of 15 runs of 2,000,000 pairs each.
+// `hit_pair_loop NAME [EVENTS]`: with EVENTS > 0, each pool records a history of EVENTS events per
+// ring (record_history) while it loops: the history's cost on the hit pair (issue 16).
 // No Google Benchmark around it, so it builds from any tree's headers alone (hit_pair_loop.sh).
 #include <clpool/backends/opencl.hpp>
 #include <clpool/policies/thread_cached.hpp>
@@ -26,6 +28,7 @@ template <class Pl>
 }
 
 const cl::Context* context = nullptr;
+std::size_t history_events = 0;
 
 template <class Pl>
 double best_ns(long n, int runs) {
@@ -33,6 +36,8 @@ double best_ns(long n, int runs) {
     if constexpr (std::is_same_v<typename Pl::backend_type, OpenCLBackend>)
         p = std::make_unique<Pl>(OpenCLBackend(*context));
     else p = std::make_unique<Pl>(HostBackend{});
+    if constexpr (requires { p->record_history(history_events); })
+        if (history_events != 0) p->record_history(history_events);
     p->allocate(4096).release();
     double best = 1e9;
     for (int k = 0; k < runs; ++k) {
@@ -45,7 +50,8 @@ double best_ns(long n, int runs) {
 }
 
 int main(int argc, char** argv) {
-    const char* name = argc > 1 ? argv[1] : "tree";
+    const std::string name = std::string(argc > 1 ? argv[1] : "tree") + (argc > 2 ? std::string("/h") + argv[2] : "");
+    history_events = argc > 2 ? std::stoul(argv[2]) : 0;
     std::vector<cl::Platform> platforms;
     cl::Platform::get(&platforms);
     cl::Platform platform = platforms.at(0);
@@ -57,8 +63,10 @@ int main(int argc, char** argv) {
     context = &c;
     const long n = 2000000;
     const int runs = 15;
-    std::printf("%-8s host   nolock %6.2f single %6.2f tc %6.2f\n", name, best_ns<P<NoLock, HostBackend>>(n, runs),
-                best_ns<P<SingleMutex, HostBackend>>(n, runs), best_ns<P<ThreadCached<8>, HostBackend>>(n, runs));
-    std::printf("%-8s opencl nolock %6.2f single %6.2f tc %6.2f\n", name, best_ns<P<NoLock, OpenCLBackend>>(n, runs),
-                best_ns<P<SingleMutex, OpenCLBackend>>(n, runs), best_ns<P<ThreadCached<8>, OpenCLBackend>>(n, runs));
+    std::printf("%-14s host   nolock %6.2f single %6.2f tc %6.2f\n", name.c_str(),
+                best_ns<P<NoLock, HostBackend>>(n, runs), best_ns<P<SingleMutex, HostBackend>>(n, runs),
+                best_ns<P<ThreadCached<8>, HostBackend>>(n, runs));
+    std::printf("%-14s opencl nolock %6.2f single %6.2f tc %6.2f\n", name.c_str(),
+                best_ns<P<NoLock, OpenCLBackend>>(n, runs), best_ns<P<SingleMutex, OpenCLBackend>>(n, runs),
+                best_ns<P<ThreadCached<8>, OpenCLBackend>>(n, runs));
 }

@@ -2,6 +2,7 @@
 # The hit pair in a plain loop (hit_pair_loop.cpp), built with g++ -O3 from several trees' headers and
 # run alternately on one pinned CPU: a steadier figure than Google Benchmark's for small differences.
 #   TREES="name=path ..."   earlier source trees (e.g. from `git archive`); this tree is "after"
+#   HISTORY="0 65536"      history sizes to run each side with (0: off; issue 16), default "0"
 #   ROUNDS=5  BENCH_CPU=2
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -19,6 +20,11 @@ done
 wait
 { lscpu | grep -E "Model name"; ${CXX:-g++} --version | head -1; } | tee "$OUT/hit_pair_loop.txt"
 for r in $(seq 1 "${ROUNDS:-5}"); do
-  for side in $sides; do taskset -c "${BENCH_CPU:-2}" "$OUT/hit_pair_loop-$side" "$side"; done
+  for side in $sides; do
+    for h in ${HISTORY:-0}; do
+      if [ "$h" = 0 ]; then taskset -c "${BENCH_CPU:-2}" "$OUT/hit_pair_loop-$side" "$side"
+      else taskset -c "${BENCH_CPU:-2}" "$OUT/hit_pair_loop-$side" "$side" "$h"; fi
+    done
+  done
 done | tee -a "$OUT/hit_pair_loop.txt"
 rm -f "$OUT"/hit_pair_loop-*
