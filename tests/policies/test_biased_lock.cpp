@@ -7,12 +7,14 @@
 #include <doctest/doctest.h>
 
 #include <array>
+#include <cerrno>
 #include <atomic>
 #include <chrono>
 #include <mutex>
 #include <thread>
 #include <vector>
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 using clpool::detail::biased_lock;
@@ -210,4 +212,70 @@ TEST_CASE("BiasedSpinMutex: a thread that revokes waits for the owner asleep, no
     CHECK(got_it.load());
     CHECK_FALSE(m.is_biased());
 }
+#endif
+
+#if defined(__GLIBC__)
+#if defined(__SANITIZE_THREAD__)
+#define CLPOOL_TEST_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define CLPOOL_TEST_TSAN 1
+#endif
+#endif
+#ifndef CLPOOL_TEST_TSAN  // TSan does not support threads in a multithreaded process's fork child
+TEST_CASE("BiasedSpinMutex: in a fork child, a new thread on the owner's thread pointer stays out of its section") {
+    // glibc gives the child's new threads the stacks, and so the thread
+    // pointers, of the parent's threads that the child does not have. A lock
+    // the owner held biased at the fork must stay held in the child, as any
+    // mutex held at a fork does: a thread on the owner's pointer must not
+    // enter the section the owner left half done.
+    clpool::BiasedSpinMutex m;
+    std::atomic<bool> inside{false}, leave{false};
+    std::atomic<const void*> owner_pointer{nullptr};
+    std::thread owner([&] {
+        owner_pointer = __builtin_thread_pointer();
+        for (int i = 0; i < clpool::BiasedSpinMutex::bias_after; ++i) {
+            std::lock_guard g(m);
+        }
+        std::lock_guard g(m);  // biased, and held across the fork
+        inside = true;
+        while (!leave.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    });
+    while (!inside.load()) std::this_thread::yield();
+    REQUIRE(m.is_biased());
+    const pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        alarm(5);
+        // Threads that stay alive, so that each takes a stack of its own,
+        // until one runs on the owner's; that one tries the lock.
+        std::atomic<bool> reused{false}, entered{false};
+        for (int i = 0; i < 256 && !reused.load(); ++i) {
+            std::atomic<bool> started{false};
+            std::thread([&] {
+                const bool mine = __builtin_thread_pointer() == owner_pointer.load();
+                if (mine) reused = true;
+                started = true;
+                if (!mine) {
+                    pause();  // keeps its stack
+                    return;
+                }
+                m.lock();
+                entered = true;
+            }).detach();
+            while (!started.load()) std::this_thread::yield();
+        }
+        if (!reused.load()) _exit(2);
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        _exit(entered.load() ? 1 : 0);
+    }
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+    leave = true;
+    owner.join();
+    REQUIRE(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) != 2);  // no new thread got the owner's pointer: nothing was tested
+    CHECK(WEXITSTATUS(status) == 0);  // 1: it entered the section the owner held
+}
+#endif
 #endif
