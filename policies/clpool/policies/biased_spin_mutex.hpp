@@ -27,7 +27,11 @@ namespace clpool {
 // Threads are told apart by their thread pointer (the TLS base): free to
 // read, unique among live threads. A thread that reuses an exited owner's
 // thread pointer inherits the bias; the owner's writes happen before it, as
-// the exited thread's stack was handed over under the C library's lock.
+// the exited thread's stack was handed over under the C library's lock. In a
+// fork child, glibc gives new threads the stacks of the parent's other
+// threads even if one was inside: a thread that finds its pointer's
+// predecessor inside takes the mutex path, and the lock stays held in the
+// child, as any mutex held at a fork does.
 class BiasedSpinMutex {
 public:
     // Locks in a row by one thread, with no other in between, before the bias.
@@ -62,7 +66,8 @@ private:
     // Unbiased, owner_ names the thread counting toward the bias: it tries
     // here and fails (a store and a load) until the bias is its own.
     bool try_biased() noexcept {
-        if (owner_.load(std::memory_order_relaxed) != self() || !presence_.enter(mode_, biased)) return false;
+        if (owner_.load(std::memory_order_relaxed) != self() || presence_.occupied() || !presence_.enter(mode_, biased))
+            return false;
         held_biased_ = true;
         return true;
     }
