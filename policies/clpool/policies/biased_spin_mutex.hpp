@@ -63,10 +63,14 @@ private:
 
     static const void* self() noexcept { return __builtin_thread_pointer(); }
 
-    // Unbiased, owner_ names the thread counting toward the bias: it tries
-    // here and fails (a store and a load) until the bias is its own.
+    // Only the biased thread may store to presence_: a thread that read
+    // itself as owner_ while counting toward the bias, then stopped while
+    // another thread gained it, would enter that thread's bias, or wipe its
+    // presence. So the mode comes first: read biased (acquire), owner_ is
+    // the thread it was given to, or nullptr once revoked.
     bool try_biased() noexcept {
-        if (owner_.load(std::memory_order_relaxed) != self() || presence_.occupied() || !presence_.enter(mode_, biased))
+        if (mode_.load(std::memory_order_acquire) != biased || owner_.load(std::memory_order_relaxed) != self() ||
+            presence_.occupied() || !presence_.enter(mode_, biased))
             return false;
         held_biased_ = true;
         return true;
@@ -89,7 +93,7 @@ private:
                     owner_.store(self(), std::memory_order_relaxed);
                     streak_ = 1;
                 } else if (++streak_ == bias_after) {
-                    mode_.store(biased, std::memory_order_relaxed);  // seen by its own thread first
+                    mode_.store(biased, std::memory_order_release);  // after owner_: try_biased reads them so
                 }
                 break;
             default: break;
