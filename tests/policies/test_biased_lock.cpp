@@ -7,12 +7,17 @@
 #include <doctest/doctest.h>
 
 #include <array>
+#include <cerrno>
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
 
+#include <pthread.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 using clpool::detail::biased_lock;
@@ -209,5 +214,165 @@ TEST_CASE("BiasedSpinMutex: a thread that revokes waits for the owner asleep, no
     waiter.join();
     CHECK(got_it.load());
     CHECK_FALSE(m.is_biased());
+}
+#endif
+
+#if defined(__GLIBC__)
+#if defined(__SANITIZE_THREAD__)
+#define CLPOOL_TEST_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define CLPOOL_TEST_TSAN 1
+#endif
+#endif
+#ifndef CLPOOL_TEST_TSAN  // TSan does not support threads in a multithreaded process's fork child
+TEST_CASE("BiasedSpinMutex: in a fork child, a new thread on the owner's thread pointer stays out of its section") {
+    // glibc gives the child's new threads the stacks, and so the thread
+    // pointers, of the parent's threads that the child does not have. A lock
+    // the owner held biased at the fork must stay held in the child, as any
+    // mutex held at a fork does: a thread on the owner's pointer must not
+    // enter the section the owner left half done.
+    clpool::BiasedSpinMutex m;
+    std::atomic<bool> inside{false}, leave{false};
+    std::atomic<const void*> owner_pointer{nullptr};
+    std::thread owner([&] {
+        owner_pointer = __builtin_thread_pointer();
+        for (int i = 0; i < clpool::BiasedSpinMutex::bias_after; ++i) {
+            std::lock_guard g(m);
+        }
+        std::lock_guard g(m);  // biased, and held across the fork
+        inside = true;
+        while (!leave.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    });
+    while (!inside.load()) std::this_thread::yield();
+    REQUIRE(m.is_biased());
+    const pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        alarm(5);
+        // Threads that stay alive, so that each takes a stack of its own,
+        // until one runs on the owner's; that one tries the lock.
+        std::atomic<bool> reused{false}, entered{false};
+        for (int i = 0; i < 256 && !reused.load(); ++i) {
+            std::atomic<bool> started{false};
+            std::thread([&] {
+                const bool mine = __builtin_thread_pointer() == owner_pointer.load();
+                if (mine) reused = true;
+                started = true;
+                if (!mine) {
+                    pause();  // keeps its stack
+                    return;
+                }
+                m.lock();
+                entered = true;
+            }).detach();
+            while (!started.load()) std::this_thread::yield();
+        }
+        if (!reused.load()) _exit(2);
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        _exit(entered.load() ? 1 : 0);
+    }
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+    leave = true;
+    owner.join();
+    REQUIRE(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) != 2);  // no new thread got the owner's pointer: nothing was tested
+    CHECK(WEXITSTATUS(status) == 0);  // 1: it entered the section the owner held
+}
+#endif
+#endif
+
+#if defined(__linux__)
+namespace held_up {
+
+// The thread counting toward a bias (x), held up inside lock() by a signal
+// while another thread (y) takes the same mutex bias_after times, so that
+// the bias is y's, and stays inside.
+// y_inside: the mutex y is inside of.
+std::atomic<clpool::BiasedSpinMutex*> current{nullptr}, request{nullptr}, in_round{nullptr}, y_inside{nullptr};
+
+void hold_up(int) {
+    clpool::BiasedSpinMutex* m = current.load();
+    if (!m) return;
+    in_round = m;
+    request = m;
+    // At most 300 us: x may hold the mutex here, and then y waits for it.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(300);
+    while (y_inside.load() != m && std::chrono::steady_clock::now() < until) {}
+}
+
+}  // namespace held_up
+
+TEST_CASE("BiasedSpinMutex: a thread held up in lock() while another gains the bias does not enter with it") {
+    // x takes each of many fresh mutexes bias_after - 16 times (never its
+    // bias). Signals stop it at random points of lock(); in the handler y
+    // takes x's current mutex until biased and stays inside a while. x,
+    // stopped after it read itself as the counting thread, must not then
+    // take y's bias as its own.
+    using held_up::current, held_up::request, held_up::in_round, held_up::y_inside;
+    constexpr std::size_t count = std::size_t{1} << 16;
+    std::unique_ptr<clpool::BiasedSpinMutex[]> ms(new clpool::BiasedSpinMutex[count]);
+    struct sigaction action{}, old{};
+    action.sa_handler = &held_up::hold_up;
+    sigemptyset(&action.sa_mask);
+    REQUIRE(sigaction(SIGUSR1, &action, &old) == 0);
+    std::atomic<bool> stop{false};
+    std::atomic<clpool::BiasedSpinMutex*> x_inside{nullptr};
+    std::atomic<long> overlaps{0}, y_biased{0}, signals{0};
+    std::atomic<pthread_t> x_handle{};
+    std::thread y([&] {
+        while (!stop.load()) {
+            clpool::BiasedSpinMutex* m = request.exchange(nullptr);
+            if (!m) {
+                std::this_thread::yield();
+                continue;
+            }
+            for (int i = 0; i < clpool::BiasedSpinMutex::bias_after; ++i) {
+                std::lock_guard g(*m);
+            }
+            std::lock_guard g(*m);
+            y_biased += m->is_biased();
+            y_inside = m;
+            const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(150);
+            while (std::chrono::steady_clock::now() < until)
+                if (x_inside.load() == m) ++overlaps;
+            y_inside = nullptr;
+            in_round = nullptr;
+        }
+    });
+    std::atomic<bool> x_started{false};
+    std::thread x([&] {
+        x_handle = pthread_self();
+        x_started = true;
+        for (std::size_t n = 0; !stop.load(std::memory_order_relaxed); ++n) {
+            clpool::BiasedSpinMutex* m = &ms[n % count];
+            while (in_round.load() == m) std::this_thread::yield();
+            std::destroy_at(m);  // a fresh mutex each time round
+            std::construct_at(m);
+            current = m;
+            for (int i = 0; i < clpool::BiasedSpinMutex::bias_after - 16; ++i) {
+                std::lock_guard g(*m);
+                x_inside = m;
+                if (y_inside.load() == m) ++overlaps;
+                x_inside = nullptr;
+            }
+        }
+        current = nullptr;
+    });
+    while (!x_started.load()) std::this_thread::yield();
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+    while (signals.load() < 6000 && std::chrono::steady_clock::now() < until) {
+        pthread_kill(x_handle.load(), SIGUSR1);
+        ++signals;
+        std::this_thread::sleep_for(std::chrono::microseconds(400));
+    }
+    stop = true;
+    x.join();
+    y.join();
+    sigaction(SIGUSR1, &old, nullptr);
+    MESSAGE("signals " << signals.load() << ", y biased " << y_biased.load() << ", overlaps " << overlaps.load());
+    CHECK(y_biased.load() > 0);  // the handler's rounds ran
+    CHECK(overlaps.load() == 0);
 }
 #endif

@@ -27,7 +27,11 @@ namespace clpool {
 // Threads are told apart by their thread pointer (the TLS base): free to
 // read, unique among live threads. A thread that reuses an exited owner's
 // thread pointer inherits the bias; the owner's writes happen before it, as
-// the exited thread's stack was handed over under the C library's lock.
+// the exited thread's stack was handed over under the C library's lock. In a
+// fork child, glibc gives new threads the stacks of the parent's other
+// threads even if one was inside: a thread that finds its pointer's
+// predecessor inside takes the mutex path, and the lock stays held in the
+// child, as any mutex held at a fork does.
 class BiasedSpinMutex {
 public:
     // Locks in a row by one thread, with no other in between, before the bias.
@@ -59,10 +63,15 @@ private:
 
     static const void* self() noexcept { return __builtin_thread_pointer(); }
 
-    // Unbiased, owner_ names the thread counting toward the bias: it tries
-    // here and fails (a store and a load) until the bias is its own.
+    // Only the biased thread may store to presence_: a thread that read
+    // itself as owner_ while counting toward the bias, then stopped while
+    // another thread gained it, would enter that thread's bias, or wipe its
+    // presence. So the mode comes first: read biased (acquire), owner_ is
+    // the thread it was given to, or nullptr once revoked.
     bool try_biased() noexcept {
-        if (owner_.load(std::memory_order_relaxed) != self() || !presence_.enter(mode_, biased)) return false;
+        if (mode_.load(std::memory_order_acquire) != biased || owner_.load(std::memory_order_relaxed) != self() ||
+            presence_.occupied() || !presence_.enter(mode_, biased))
+            return false;
         held_biased_ = true;
         return true;
     }
@@ -84,7 +93,7 @@ private:
                     owner_.store(self(), std::memory_order_relaxed);
                     streak_ = 1;
                 } else if (++streak_ == bias_after) {
-                    mode_.store(biased, std::memory_order_relaxed);  // seen by its own thread first
+                    mode_.store(biased, std::memory_order_release);  // after owner_: try_biased reads them so
                 }
                 break;
             default: break;

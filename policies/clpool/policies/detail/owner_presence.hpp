@@ -34,6 +34,11 @@ public:
     }
     void leave() noexcept { inside_.store(false, std::memory_order_release); }
 
+    // The owner, before enter(): whether an earlier thread on its thread
+    // pointer is still inside (one a fork child does not have; otherwise
+    // the owner's own last store, false).
+    bool occupied() const noexcept { return inside_.load(std::memory_order_relaxed); }
+
     // Another thread, after it closed the gate(s): a full barrier on every thread.
     static void barrier() noexcept {
         // No barrier could be had (membarrier and the TLB shootdown both
