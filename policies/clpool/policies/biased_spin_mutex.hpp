@@ -1,6 +1,7 @@
 // BiasedSpinMutex: a SpinMutex that the one thread using it takes with plain stores, until a second thread comes.
 #pragma once
 
+#include <clpool/core/detail/asymmetric_fence.hpp>
 #include <clpool/policies/detail/owner_presence.hpp>
 #include <clpool/policies/spin_mutex.hpp>
 
@@ -93,6 +94,8 @@ private:
                     owner_.store(self(), std::memory_order_relaxed);
                     streak_ = 1;
                 } else if (++streak_ == bias_after) {
+                    // Registers membarrier if no pool has yet, so the owner's fence is a compiler barrier.
+                    detail::asymmetric_fence::cheap();
                     mode_.store(biased, std::memory_order_release);  // after owner_: try_biased reads them so
                 }
                 break;
@@ -108,12 +111,12 @@ private:
     }
 
     // 16 bytes: a pool's stripe (lock, in-use list, counters) keeps to two cache lines.
-    detail::owner_presence presence_;                 // the owner is inside
+    detail::owner_presence presence_;  // the owner is inside
     detail::owner_presence::gate_word mode_{unbiased};
-    bool held_biased_ = false;                        // the holder's
-    std::uint8_t streak_ = 0;                         // under mutex_
+    bool held_biased_ = false;  // the holder's
+    std::uint8_t streak_ = 0;  // under mutex_
     SpinMutex mutex_;
-    std::atomic<const void*> owner_{nullptr};         // the biased thread, or the one counting toward it
+    std::atomic<const void*> owner_{nullptr};  // the biased thread, or the one counting toward it
 };
 
 }  // namespace clpool

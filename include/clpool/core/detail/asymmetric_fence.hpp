@@ -97,7 +97,11 @@ private:
                 lost = true;
             }
             std::atomic_thread_fence(std::memory_order_seq_cst);
+#if defined(__x86_64__) || defined(__i386__)
             return !lost || tlb_shootdown();
+#else
+            return !lost;  // ARM invalidates TLBs by broadcast, not by interrupting each core: no barrier
+#endif
 #else
             std::atomic_thread_fence(std::memory_order_seq_cst);
             return true;

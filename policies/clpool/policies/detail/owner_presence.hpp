@@ -50,8 +50,9 @@ public:
     // a list pop or push, unless it was preempted there: spin briefly, then
     // sleep so that it can run (on this core too).
     void wait_out() const noexcept {
-        for (int spins = 0; inside_.load(std::memory_order_acquire); ++spins)
-            if (spins >= 64) std::this_thread::sleep_for(std::chrono::microseconds(20));
+        for (int spins = 0; inside_.load(std::memory_order_acquire);)
+            if (spins < 64) ++spins;
+            else std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
 
 private:
