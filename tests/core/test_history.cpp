@@ -7,6 +7,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <cstddef>
@@ -158,6 +159,47 @@ TEST_CASE("history: the ring keeps the newest events, oldest first, and counts t
     const auto again = *pool->snapshot().history;
     CHECK(again.recorded == 2);
     CHECK(again.capacity == 8);
+}
+
+// Most events wait in a stage of 64 and go to the ring 64 at a time; a tagged
+// one goes to the ring at once, after what waits. Either way the history is
+// the newest `capacity` events in the order they happened.
+TEST_CASE("history: the newest events come back in order whether they waited in the stage or not") {
+    struct want_event {
+        HistoryAction action;
+        std::size_t requested;
+        bool tagged;
+    };
+    for (const std::size_t capacity : {1, 2, 63, 64, 65, 129, 1000}) {
+        for (const std::size_t tag_every : {0, 7, 64}) {  // 0: no tags
+            CAPTURE(capacity);
+            CAPTURE(tag_every);
+            auto pool = make_pool<MockPool<PowerOfTwoBuckets, DeviceLocal, Unlimited, SingleMutex>>();
+            pool->record_history(capacity);
+            std::vector<want_event> want;
+            for (std::size_t i = 1; i <= 300; ++i) {
+                auto h = pool->allocate(i);
+                want.push_back({HistoryAction::alloc, i, false});
+                const bool tagged = tag_every != 0 && i % tag_every == 0;
+                if (tagged) h.set_tag("tagged");
+                h.release();
+                want.push_back({HistoryAction::free, i, tagged});
+            }
+            const auto h = *pool->snapshot().history;
+            CHECK(h.recorded == want.size());
+            const std::size_t kept = std::min(capacity, want.size());
+            CHECK(h.dropped == want.size() - kept);
+            REQUIRE(h.events.size() == kept);
+            for (std::size_t j = 0; j < kept; ++j) {
+                const auto& w = want[want.size() - kept + j];
+                const auto& e = h.events[j];
+                CAPTURE(j);
+                CHECK(e.action == w.action);
+                CHECK(e.bytes_requested == w.requested);
+                CHECK(e.tag == (w.tagged ? "tagged" : ""));
+            }
+        }
+    }
 }
 
 TEST_CASE_TEMPLATE("history: off records nothing, and turning it off forgets events and call sites", P,

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <new>
 #include <optional>
@@ -52,6 +53,11 @@ struct history_slot {
 // every such lock, merges the rings by time (history_events).
 // Its storage is made on the first event, so stripes that see none cost
 // nothing; if it cannot be made the event is counted and not kept.
+//
+// The common event goes to a small stage that stays in the L1 cache, and a
+// full stage goes to the ring in one copy. Why: the ring is larger than the
+// caches, and a store to a line that is not in L1 holds up the stores after
+// it, the lock's among them; one copy of whole lines does not.
 class history_ring {
 public:
     explicit history_ring(history_config cfg) noexcept : capacity_(cfg.capacity), stacks_(cfg.stacks) {}
@@ -94,15 +100,18 @@ public:
     }
 
     // Events in the order recorded, oldest first: f(slot, site or nullptr).
+    // The newest `capacity` of them: the ring's, then the stage's.
     template <class F>
     void for_each(F&& f) const {
-        const std::uint64_t stored = this->stored();
-        const std::size_t kept = stored < capacity_ ? static_cast<std::size_t>(stored) : capacity_;
+        const std::uint64_t in_ring = laps_ * capacity_ + next_;
+        const std::size_t room = capacity_ - staged_;
+        const std::size_t kept = in_ring < room ? static_cast<std::size_t>(in_ring) : room;
         std::size_t i = (next_ + capacity_ - kept) % (capacity_ ? capacity_ : 1);
         for (std::size_t n = 0; n < kept; ++n) {
-            f(unpack(i), sites_ ? &sites_[i] : nullptr);
+            f(unpack(slots_[i], tags_ ? tags_[i] : nullptr), sites_ ? &sites_[i] : nullptr);
             if (++i == capacity_) i = 0;
         }
+        for (std::size_t k = 0; k < staged_; ++k) f(unpack(stage_[k], nullptr), nullptr);
     }
 
     std::uint64_t recorded() const noexcept { return stored() + lost_; }
@@ -226,43 +235,44 @@ private:
         }
     }
 
-    // The common event: six stores into the slot, the ring's position and the
+    // The common event: six stores into the stage, its count and the
     // thread's order stamp. False, having stored nothing, where the event is
-    // not common: the ring's first event or its wrap, the ticker or the
+    // not common: the ring's first event, a full stage, the ticker or the
     // thread's stamp not started yet.
     [[gnu::always_inline]] bool try_record(HistoryAction action, bool hit, std::uintptr_t id, std::uint32_t of_buffer,
                                            std::size_t requested, std::size_t held, bool exact) noexcept {
         const std::uint64_t t = history_clock::ticked();
         const std::uint64_t order = thread_order::current();
-        const std::size_t i = next_;
-        if (!slots_ || t == 0 || order == 0 || i + 1 >= capacity_) [[unlikely]]
+        const std::size_t k = staged_;
+        if (t == 0 || order == 0 || k >= stage_limit_) [[unlikely]]
             return false;
-        slots_[i] = {t, order, id, packed_slot::pack(requested, action, hit, exact, false), held, of_buffer};
+        stage_[k] = {t, order, id, packed_slot::pack(requested, action, hit, exact, false), held, of_buffer};
         thread_order::advance(order);
-        next_ = i + 1;
+        staged_ = k + 1;
         return true;
     }
 
     template <class Block>
-    [[gnu::cold, gnu::noinline]] void note_alloc_rare(Block& b, std::size_t nbytes, bool hit, bool exact,
-                                                      const call_site* site) noexcept {
+    [[gnu::noinline]] void note_alloc_rare(Block& b, std::size_t nbytes, bool hit, bool exact,
+                                           const call_site* site) noexcept {
         record(HistoryAction::alloc, hit, reinterpret_cast<std::uintptr_t>(&b), b.history_events++, nbytes,
                b.bucket_bytes, exact, nullptr, site);
         if (site && stacks_) b.keep_site(*site);
     }
     template <class Block>
-    [[gnu::cold, gnu::noinline]] void note_release_rare(HistoryAction action, Block& b, std::size_t nbytes, bool exact,
-                                                        const call_site* site) noexcept {
+    [[gnu::noinline]] void note_release_rare(HistoryAction action, Block& b, std::size_t nbytes, bool exact,
+                                             const call_site* site) noexcept {
         record(action, false, reinterpret_cast<std::uintptr_t>(&b), b.history_events++, nbytes, b.bucket_bytes, exact,
                b.current_tag(), site);
     }
 
-    // An event into the next slot (record(), merge()).
+    // An event into the next slot of the ring, after the stage's (record(), merge()).
     void put(const history_slot& e, const call_site* site) noexcept {
         if (!slots_ && !make_storage()) {
             ++lost_;
             return;
         }
+        flush_stage();
         slots_[next_] = {e.t_ns, e.order,
                          e.id,   packed_slot::pack(e.requested, e.action, e.hit, e.exact, e.tag != nullptr),
                          e.held, e.of_buffer};
@@ -272,6 +282,22 @@ private:
             next_ = 0;
             ++laps_;
         }
+    }
+
+    // The stage's events into the ring, in order, in at most two copies.
+    void flush_stage() noexcept {
+        std::size_t done = 0;
+        while (done < staged_) {
+            const std::size_t n = std::min(staged_ - done, capacity_ - next_);
+            std::memcpy(&slots_[next_], &stage_[done], n * sizeof(packed_slot));  // untagged: tags_ not read
+            done += n;
+            next_ += n;
+            if (next_ == capacity_) {
+                next_ = 0;
+                ++laps_;
+            }
+        }
+        staged_ = 0;
     }
 
     // An event as stored: 48 bytes, written in six stores. The bytes
@@ -297,8 +323,8 @@ private:
         }
     };
 
-    history_slot unpack(std::size_t i) const noexcept {
-        const packed_slot& p = slots_[i];
+    // An event as read back; `tag` is its slot's in tags_ (nullptr if none are kept).
+    static history_slot unpack(const packed_slot& p, const char* tag) noexcept {
         history_slot s;
         s.t_ns = p.t_ns;
         s.order = p.order;
@@ -308,12 +334,12 @@ private:
         s.action = static_cast<HistoryAction>((p.requested_and_flags >> packed_slot::size_bits) & 0xf);
         s.hit = (p.requested_and_flags >> packed_slot::hit_bit) & 1;
         s.exact = (p.requested_and_flags >> packed_slot::exact_bit) & 1;
-        s.tag = (p.requested_and_flags >> packed_slot::tag_bit) & 1 && tags_ ? tags_[i] : nullptr;
+        s.tag = (p.requested_and_flags >> packed_slot::tag_bit) & 1 ? tag : nullptr;
         s.of_buffer = static_cast<std::uint32_t>(p.of_buffer);
         return s;
     }
 
-    std::uint64_t stored() const noexcept { return laps_ * capacity_ + next_; }
+    std::uint64_t stored() const noexcept { return laps_ * capacity_ + next_ + staged_; }
 
     // The tag of the event going into slot next_; lost if no room can be made for tags.
     [[gnu::noinline]] void keep_tag(const char* tag) noexcept {
@@ -329,18 +355,25 @@ private:
     [[gnu::cold, gnu::noinline]] bool make_storage() noexcept {
         slots_.reset(new (std::nothrow) packed_slot[capacity_]);
         if (slots_ && stacks_) sites_.reset(new (std::nothrow) call_site[capacity_]);  // none: no call sites
+        if (slots_ && !stacks_) stage_limit_ = std::min(stage_slots, capacity_);  // call sites go to the ring
         return slots_ != nullptr;
     }
+
+    // 64 events (3 KiB): a copy of whole lines per 64 events, and a stage that stays in L1.
+    static constexpr std::size_t stage_slots = 64;
 
     std::unique_ptr<packed_slot[]> slots_;
     std::unique_ptr<call_site[]> sites_;
     std::unique_ptr<const char*[]> tags_;  // made on the first tagged event
     std::size_t capacity_;
-    std::size_t next_ = 0;  // the slot the next event fills
+    std::size_t next_ = 0;  // the slot the next event from the stage fills
+    std::size_t staged_ = 0;  // events in stage_, newer than the ring's
+    std::size_t stage_limit_ = 0;  // how many stage_ takes: 0 until the ring is made, or with call sites
     std::uint64_t laps_ = 0;  // times next_ went round: laps_ * capacity_ + next_ events written
     std::uint64_t lost_ = 0;  // events counted but not written (no storage)
     bool stacks_;
     bool one_order_ = true;
+    packed_slot stage_[stage_slots];
 };
 
 // A snapshot's gathering of rings (under their locks), made into a History
