@@ -1,5 +1,6 @@
 // A pool hit does no heap allocation: operator new is counted around hits.
 #include "alloc_counter.hpp"
+#include "sanitizers.hpp"
 #include "pool_factory.hpp"
 
 #include <doctest/doctest.h>
@@ -18,17 +19,8 @@ bool& thread_counting() noexcept {
 }
 }  // namespace clpool::test
 
-// Sanitizer runtimes bring their own operator new; replace it only in plain builds.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define CLPOOL_TEST_COUNTS_NEW 0
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define CLPOOL_TEST_COUNTS_NEW 0
-#endif
-#endif
-#ifndef CLPOOL_TEST_COUNTS_NEW
-#define CLPOOL_TEST_COUNTS_NEW 1
-#endif
+// Sanitizer runtimes bring their own operator new: replace it only in plain builds
+// (CLPOOL_TEST_COUNTS_NEW, sanitizers.hpp).
 
 #if CLPOOL_TEST_COUNTS_NEW
 // Our operator new is malloc, so free is the matching release; GCC 12 cannot

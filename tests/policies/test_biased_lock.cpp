@@ -2,6 +2,7 @@
 #include <clpool/policies/biased_spin_mutex.hpp>
 #include <clpool/policies/detail/biased_lock.hpp>
 
+#include "sanitizers.hpp"
 #include "thread_state.hpp"
 
 #include <doctest/doctest.h>
@@ -218,14 +219,7 @@ TEST_CASE("BiasedSpinMutex: a thread that revokes waits for the owner asleep, no
 #endif
 
 #if defined(__GLIBC__)
-#if defined(__SANITIZE_THREAD__)
-#define CLPOOL_TEST_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define CLPOOL_TEST_TSAN 1
-#endif
-#endif
-#ifndef CLPOOL_TEST_TSAN  // TSan does not support threads in a multithreaded process's fork child
+#if !CLPOOL_TEST_TSAN  // TSan does not support threads in a multithreaded process's fork child
 TEST_CASE("BiasedSpinMutex: in a fork child, a new thread on the owner's thread pointer stays out of its section") {
     // glibc gives the child's new threads the stacks, and so the thread
     // pointers, of the parent's threads that the child does not have. A lock

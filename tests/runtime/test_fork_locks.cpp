@@ -1,5 +1,6 @@
 // fork() while other threads hold clpool's process-wide host locks: the child must find each one free and usable.
 #include "opencl_env.hpp"
+#include "sanitizers.hpp"
 
 #include <clpool/backends/detail/pinned_ranges.hpp>
 #include <clpool/backends/opencl.hpp>
@@ -24,18 +25,10 @@
 
 using namespace clpool;
 
-#if defined(__SANITIZE_THREAD__)
-#define CLPOOL_TEST_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define CLPOOL_TEST_TSAN 1
-#endif
-#endif
-
 // Not under ThreadSanitizer: each case passes alone there, but the file as a
 // whole hangs (TSan does not support threads in a multithreaded process's
 // fork child; not yet narrowed down). test_epoch.cpp's fork cases do run there.
-#ifndef CLPOOL_TEST_TSAN
+#if !CLPOOL_TEST_TSAN
 constexpr unsigned child_parts = 2;  // the child starts its own copy workers
 
 namespace {

@@ -1,5 +1,6 @@
 // ShapeTrie and Shape: identity, layout, lifecycle down to an empty trie, errors, no heap on a hit, threads.
 #include "alloc_counter.hpp"
+#include "sanitizers.hpp"
 
 #include <clpool/shapes/shape_trie.hpp>
 #include <clpool/shapes/detail/rw_lock.hpp>
@@ -233,19 +234,9 @@ TEST_CASE("bad shapes get a clear, typed error and change nothing") {
 }
 
 // Sanitizer runtimes bring their own operator new; test_no_heap_on_hit.cpp
-// then does not replace it, and there is nothing to count.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define CLPOOL_SHAPE_COUNTS_NEW 0
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define CLPOOL_SHAPE_COUNTS_NEW 0
-#endif
-#endif
-#ifndef CLPOOL_SHAPE_COUNTS_NEW
-#define CLPOOL_SHAPE_COUNTS_NEW 1
-#endif
+// then does not replace it, and there is nothing to count (sanitizers.hpp).
 
-#if CLPOOL_SHAPE_COUNTS_NEW
+#if CLPOOL_TEST_COUNTS_NEW
 TEST_CASE("a hit allocates nothing on the heap, for every rank") {
     ShapeTrie trie(1);  // one stripe: hits walk real branch nodes
     std::vector<Shape> held;
