@@ -19,7 +19,6 @@
 #include <algorithm>
 #include <memory>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 using namespace clpool;
@@ -54,13 +53,8 @@ void split_miss(benchmark::State& state, std::size_t cached_views) {
     // only as large as its first request).
     options.min_segment = 4 * n;
     if (n <= options.small_limit) options.small_segment = std::max(options.small_segment, 4 * n);
-    std::unique_ptr<P> pool;  // nothing cached (Capped at 0): every allocation carves
-#ifdef CLPOOL_HAS_OPENCL
-    if constexpr (std::is_same_v<B, SubAllocated<OpenCLBackend>>)
-        pool = std::make_unique<P>(B(OpenCLBackend(Device::get().context), options), Capped(0, 0));
-    else
-#endif
-        pool = std::make_unique<P>(B(typename B::parent_type{}, options), Capped(0, 0));
+    // Nothing cached (Capped at 0): every allocation carves.
+    auto pool = std::make_unique<P>(B(natural_backend<typename B::parent_type>(), options), Capped(0, 0));
     auto keep = pool->allocate(n);  // keeps the one segment held: every timed allocation splits its free rest
     for (auto _ : state) {
         auto h = pool->allocate(n);

@@ -71,21 +71,28 @@ private:
 };
 #endif
 
-// A pool of type P on its natural backend: the benchmark device for
-// OpenCLBackend, aligned host memory for HostBackend.
+// A backend of type B on its natural memory: the benchmark device for
+// OpenCLBackend, aligned host memory for HostBackend, and a SubAllocated one
+// over its parent's.
+template <class B>
+B natural_backend() {
+    if constexpr (requires { typename B::parent_type; }) {  // SubAllocated<Parent>
+        return B(natural_backend<typename B::parent_type>());
+    }
+#ifdef CLPOOL_HAS_OPENCL
+    else if constexpr (std::is_same_v<B, OpenCLBackend>) {
+        return OpenCLBackend(Device::get().context);
+    }
+#endif
+    else {
+        return B{};
+    }
+}
+
+// A pool of type P on its natural backend.
 template <class P>
 std::unique_ptr<P> make_pool(typename P::limit_policy limits = typename P::limit_policy{}) {
-    using B = typename P::backend_type;
-#ifdef CLPOOL_HAS_OPENCL
-    if constexpr (std::is_same_v<B, OpenCLBackend> || std::is_same_v<B, SubAllocated<OpenCLBackend>>) {
-        return std::make_unique<P>(OpenCLBackend(Device::get().context), limits);
-    } else
-#endif
-        if constexpr (requires { typename B::parent_type; }) {  // SubAllocated<Parent>
-        return std::make_unique<P>(B(typename B::parent_type{}), limits);
-    } else {
-        return std::make_unique<P>(B{}, limits);
-    }
+    return std::make_unique<P>(natural_backend<typename P::backend_type>(), limits);
 }
 
 // Adds the machine's device to the benchmark context (printed and in the JSON).

@@ -50,8 +50,9 @@ double best_ns(long n, int runs) {
 }
 
 int main(int argc, char** argv) {
-    const std::string name = std::string(argc > 1 ? argv[1] : "tree") + (argc > 2 ? std::string("/h") + argv[2] : "");
     history_events = argc > 2 ? std::stoul(argv[2]) : 0;
+    const std::string name =
+        std::string(argc > 1 ? argv[1] : "tree") + (history_events != 0 ? "/h" + std::to_string(history_events) : "");
     std::vector<cl::Platform> platforms;
     cl::Platform::get(&platforms);
     cl::Platform platform = platforms.at(0);

@@ -21,10 +21,7 @@ wait
 { lscpu | grep -E "Model name"; ${CXX:-g++} --version | head -1; } | tee "$OUT/hit_pair_loop.txt"
 for r in $(seq 1 "${ROUNDS:-5}"); do
   for side in $sides; do
-    for h in ${HISTORY:-0}; do
-      if [ "$h" = 0 ]; then taskset -c "${BENCH_CPU:-2}" "$OUT/hit_pair_loop-$side" "$side"
-      else taskset -c "${BENCH_CPU:-2}" "$OUT/hit_pair_loop-$side" "$side" "$h"; fi
-    done
+    for h in ${HISTORY:-0}; do taskset -c "${BENCH_CPU:-2}" "$OUT/hit_pair_loop-$side" "$side" "$h"; done
   done
 done | tee -a "$OUT/hit_pair_loop.txt"
 rm -f "$OUT"/hit_pair_loop-*

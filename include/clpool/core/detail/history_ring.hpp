@@ -278,7 +278,13 @@ private:
                          e.held, e.of_buffer};
         if (e.tag) keep_tag(e.tag);
         if (sites_) keep_site(site);
-        if (++next_ == capacity_) {
+        advance(1);
+    }
+
+    // The ring's position, n slots on (n at most to the end of the ring).
+    void advance(std::size_t n) noexcept {
+        next_ += n;
+        if (next_ == capacity_) {
             next_ = 0;
             ++laps_;
         }
@@ -291,11 +297,7 @@ private:
             const std::size_t n = std::min(staged_ - done, capacity_ - next_);
             std::memcpy(&slots_[next_], &stage_[done], n * sizeof(packed_slot));  // untagged: tags_ not read
             done += n;
-            next_ += n;
-            if (next_ == capacity_) {
-                next_ = 0;
-                ++laps_;
-            }
+            advance(n);
         }
         staged_ = 0;
     }
