@@ -122,7 +122,7 @@ public:
         b->handout_seq = s.counters.hits + s.counters.misses;  // a logical clock: no clock read on a hit
         s.in_use.push_back(*b);
         if (s.history) [[unlikely]]
-            s.history->note_alloc(*b, nbytes, true, b->bucket == exact_bucket, site);
+            b = s.history->note_alloc(*b, nbytes, true, b->bucket == exact_bucket, site);
         return b;
     }
 

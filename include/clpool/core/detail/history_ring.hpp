@@ -13,6 +13,9 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 #include <memory>
 #include <new>
 #include <optional>
@@ -69,27 +72,22 @@ public:
     // arguments (all in registers): the paths that call it pay a branch when
     // the history is off, and a call when it is on. The common case saves no
     // registers; the rest (see try_record) takes a sibling call out of line.
+    // Returns &b, which the caller uses from here on: its block pointer comes
+    // back in a register, not through a spill on the hit path's chain of loads.
     template <class Block>
-    [[gnu::noinline]] void note_alloc(Block& b, std::size_t nbytes, bool hit, bool exact,
-                                      const call_site* site) noexcept {
-        if (!stacks_ && try_record(HistoryAction::alloc, hit, reinterpret_cast<std::uintptr_t>(&b), b.history_events,
-                                   nbytes, b.bucket_bytes, exact)) [[likely]] {
-            ++b.history_events;
-            return;
-        }
-        note_alloc_rare(b, nbytes, hit, exact, site);
+    [[gnu::noinline, gnu::returns_nonnull]] Block* note_alloc(Block& b, std::size_t nbytes, bool hit, bool exact,
+                                                              const call_site* site) noexcept {
+        if (stacks_ || !try_record(HistoryAction::alloc, hit, b, nbytes, exact)) [[unlikely]]
+            note_alloc_rare(b, nbytes, hit, exact, site);
+        return &b;
     }
-    // A buffer's release (free, pending) or eviction, with its holder's tag.
+    // A buffer's release (free, pending) or eviction, with its holder's tag; returns &b.
     template <class Block>
-    [[gnu::noinline]] void note_release(HistoryAction action, Block& b, std::size_t nbytes, bool exact,
-                                        const call_site* site) noexcept {
-        if (!stacks_ && !b.current_tag() &&
-            try_record(action, false, reinterpret_cast<std::uintptr_t>(&b), b.history_events, nbytes, b.bucket_bytes,
-                       exact)) [[likely]] {
-            ++b.history_events;
-            return;
-        }
-        note_release_rare(action, b, nbytes, exact, site);
+    [[gnu::noinline, gnu::returns_nonnull]] Block* note_release(HistoryAction action, Block& b, std::size_t nbytes,
+                                                                bool exact, const call_site* site) noexcept {
+        if (stacks_ || b.current_tag() || !try_record(action, false, b, nbytes, exact)) [[unlikely]]
+            note_release_rare(action, b, nbytes, exact, site);
+        return &b;
     }
 
     // One event, in full (trim, oom and the rare cases of the above).
@@ -235,20 +233,28 @@ private:
         }
     }
 
-    // The common event: six stores into the stage, its count and the
-    // thread's order stamp. False, having stored nothing, where the event is
-    // not common: the ring's first event, a full stage, the ticker or the
-    // thread's stamp not started yet.
-    [[gnu::always_inline]] bool try_record(HistoryAction action, bool hit, std::uintptr_t id, std::uint32_t of_buffer,
-                                           std::size_t requested, std::size_t held, bool exact) noexcept {
+    // The common event: three stores into the stage (store_slot), its count,
+    // the thread's order stamp and the buffer's event count. False, having
+    // stored nothing, where the event is not common: the ring's first event,
+    // a full stage, the ticker or the thread's stamp not started yet.
+    template <class Block>
+    [[gnu::always_inline]] bool try_record(HistoryAction action, bool hit, Block& b, std::size_t requested,
+                                           bool exact) noexcept {
         const std::uint64_t t = history_clock::ticked();
         const std::uint64_t order = thread_order::current();
         const std::size_t k = staged_;
         if (t == 0 || order == 0 || k >= stage_limit_) [[unlikely]]
             return false;
-        stage_[k] = {t, order, id, packed_slot::pack(requested, action, hit, exact, false), held, of_buffer};
+        // No clamp: a buffer handed out or given back holds its bytes, so fewer than 2^48.
+        const std::uint64_t packed = requested | packed_slot::flags(action, hit, exact, false);
+        store_slot(stage_[k], t, order, reinterpret_cast<std::uintptr_t>(&b), packed, b.bucket_bytes, b.history_events);
+        ++b.history_events;
         thread_order::advance(order);
         staged_ = k + 1;
+        // Fetches the ring's line that this slot goes to at the flush, so the
+        // flush writes to cached lines: 3 KiB written to lines not in the
+        // cache held up every store after it, the pool's own among them.
+        if (next_ + k < capacity_) __builtin_prefetch(&slots_[next_ + k], 1, 3);
         return true;
     }
 
@@ -319,11 +325,28 @@ private:
 
         static std::uint64_t pack(std::size_t requested, HistoryAction action, bool hit, bool exact,
                                   bool tagged) noexcept {
-            const std::uint64_t r = std::min<std::uint64_t>(requested, size_mask);
-            return r | std::uint64_t{static_cast<std::uint8_t>(action)} << size_bits | std::uint64_t{hit} << hit_bit |
+            return std::min<std::uint64_t>(requested, size_mask) | flags(action, hit, exact, tagged);
+        }
+        static std::uint64_t flags(HistoryAction action, bool hit, bool exact, bool tagged) noexcept {
+            return std::uint64_t{static_cast<std::uint8_t>(action)} << size_bits | std::uint64_t{hit} << hit_bit |
                    std::uint64_t{exact} << exact_bit | std::uint64_t{tagged} << tag_bit;
         }
     };
+
+    // A slot's six words in three 16-byte stores where the target has them,
+    // not six: fewer stores queued ahead of the lock's.
+    [[gnu::always_inline]] static void store_slot(packed_slot& s, std::uint64_t t, std::uint64_t order,
+                                                  std::uintptr_t id, std::uint64_t packed, std::size_t held,
+                                                  std::uint64_t of_buffer) noexcept {
+#if defined(__SSE2__)
+        auto* p = reinterpret_cast<__m128i*>(&s);
+        _mm_storeu_si128(p, _mm_set_epi64x(static_cast<long long>(order), static_cast<long long>(t)));
+        _mm_storeu_si128(p + 1, _mm_set_epi64x(static_cast<long long>(packed), static_cast<long long>(id)));
+        _mm_storeu_si128(p + 2, _mm_set_epi64x(static_cast<long long>(of_buffer), static_cast<long long>(held)));
+#else
+        s = {t, order, id, packed, held, of_buffer};
+#endif
+    }
 
     // An event as read back; `tag` is its slot's in tags_ (nullptr if none are kept).
     static history_slot unpack(const packed_slot& p, const char* tag) noexcept {
@@ -375,7 +398,7 @@ private:
     std::uint64_t lost_ = 0;  // events counted but not written (no storage)
     bool stacks_;
     bool one_order_ = true;
-    packed_slot stage_[stage_slots];
+    alignas(64) packed_slot stage_[stage_slots];
 };
 
 // A snapshot's gathering of rings (under their locks), made into a History

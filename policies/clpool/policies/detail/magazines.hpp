@@ -385,7 +385,7 @@ private:
         if (b->tag.load(std::memory_order_relaxed)) [[unlikely]]
             b->clear_tag();
         if (m.history) [[unlikely]]
-            m.history->note_alloc(*b, nbytes, true, false, site);
+            b = m.history->note_alloc(*b, nbytes, true, false, site);
         return b;
     }
 
@@ -411,7 +411,7 @@ private:
         m.bytes_idle += b->bucket_bytes;
         m.requested -= nbytes;
         if (m.history) [[unlikely]]
-            m.history->note_release(HistoryAction::free, *b, nbytes, false, site);
+            b = m.history->note_release(HistoryAction::free, *b, nbytes, false, site);
         b->end_release();  // ~Pool's detach() takes this lock before it goes on
         return keep_result::kept;
     }
