@@ -188,6 +188,22 @@ TEST_CASE("a failed sub-range falls back to a whole buffer and is counted") {
     CHECK(ledger->live == 0);
 }
 
+TEST_CASE("a fallback whose whole buffer the driver refuses is not counted as a fallback or an allocation") {
+    auto ledger = std::make_shared<Ledger>();
+    ledger->capacity = 16384;  // a small segment, and nothing beside it
+    Arena pool(SubAllocated<MockBackend>(MockBackend(ledger), tiny()));
+    ledger->fail_sub_ranges = true;
+    CHECK_THROWS_AS((void)pool.allocate(1000), out_of_memory);
+    const auto s = pool.stats();
+    CHECK(s.sub_buffer_fallbacks == 0);  // no block was served as a whole buffer
+    CHECK(s.segment_allocations == static_cast<std::uint64_t>(ledger->allocations.load()));
+    ledger->capacity = -1;
+    auto h = pool.allocate(1000);  // now the whole buffer comes
+    CHECK(h.buffer().is_fallback());
+    CHECK(pool.stats().sub_buffer_fallbacks == 1);
+    CHECK(pool.stats().segment_allocations == static_cast<std::uint64_t>(ledger->allocations.load()));
+}
+
 TEST_CASE("out of memory: the cache and the empty segments go back, then the retry succeeds") {
     auto ledger = std::make_shared<Ledger>();
     ledger->capacity = 65536 * 2;

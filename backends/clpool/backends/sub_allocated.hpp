@@ -550,10 +550,13 @@ private:
         {
             std::lock_guard lock(shared_->space.mutex());
             shared_->space.give(r);
-            ++shared_->fallbacks;
         }
         auto whole = parent_.allocate(bytes, kind);
         if (whole.status != AllocStatus::ok) return {memory_type(), whole.status, whole.native_code};
+        {
+            std::lock_guard lock(shared_->space.mutex());
+            ++shared_->fallbacks;  // a block served as a whole buffer (a refused one is no fallback)
+        }
         auto v = parent_.whole_range(whole.memory, bytes);
         return {memory_type(std::move(v), shared_, std::move(whole.memory)), AllocStatus::ok, 0};
     }
