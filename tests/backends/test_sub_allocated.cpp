@@ -126,6 +126,19 @@ TEST_CASE("a request larger than a segment gets a segment of its own") {
     CHECK(s.segment_bytes < big + 65536);  // its own size (rounded to a class), not a multiple of segments
 }
 
+TEST_CASE("a device limit that is not a multiple of the granularity: no segment above it, a size_error past it") {
+    auto ledger = std::make_shared<Ledger>();
+    const std::size_t limit = 100000;  // not a multiple of 64
+    Arena pool(SubAllocated<MockBackend>(MockBackend(ledger, limit), tiny()));
+    CHECK(pool.max_alloc_size() <= limit);
+    CHECK(pool.max_alloc_size() % pool.backend().granularity() == 0);
+    auto h = pool.allocate(pool.max_alloc_size());  // the largest request served
+    CHECK(h.buffer().size() == pool.max_alloc_size());
+    CHECK(pool.stats().segment_bytes <= limit);
+    CHECK_THROWS_AS((void)pool.allocate(limit - 10), size_error);  // rounded, above the device's limit
+    CHECK(pool.stats().segment_bytes <= limit);
+}
+
 TEST_CASE("released blocks merge with free neighbours, and trim gives whole empty segments back") {
     auto ledger = std::make_shared<Ledger>();
     Arena pool(SubAllocated<MockBackend>(MockBackend(ledger), tiny()));

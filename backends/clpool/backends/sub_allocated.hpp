@@ -295,13 +295,19 @@ public:
     // SubAllocated<B> is made from what makes a B: `clpool::ArenaPool pool(context);`.
     SubAllocated(B parent, ArenaOptions options = {})  // NOLINT(google-explicit-constructor)
         : parent_(std::move(parent)), max_alloc_(parent_.max_alloc_size()),
-          shared_(std::make_shared<shared_type>(checked(options, parent_), options, detail::birth_generation())) {}
+          shared_(std::make_shared<shared_type>(checked(options, parent_), options, detail::birth_generation())) {
+        // Every block rounds up to the granularity: a request the rounding
+        // takes past the device's limit gets the pool's size_error, not a
+        // segment the driver refuses.
+        max_alloc_ &= ~(granularity() - 1);
+    }
     template <class Arg>
         requires(!std::same_as<std::remove_cvref_t<Arg>, SubAllocated> && !std::same_as<std::remove_cvref_t<Arg>, B> &&
                  std::constructible_from<B, const Arg&>)
     SubAllocated(const Arg& arg)  // NOLINT(google-explicit-constructor)
         : SubAllocated(B(arg)) {}
 
+    // The parent's, rounded down to granularity().
     std::size_t max_alloc_size() const noexcept { return max_alloc_; }
     bool unified_memory() const noexcept { return parent_.unified_memory(); }
     std::string name() const { return std::string(parent_.name()) + " sub-allocated"; }
