@@ -7,6 +7,10 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
+#include <future>
+#include <mutex>
+#include <thread>
 #include <map>
 #include <random>
 #include <string>
@@ -122,6 +126,19 @@ TEST_CASE("a request larger than a segment gets a segment of its own") {
     CHECK(s.segment_bytes < big + 65536);  // its own size (rounded to a class), not a multiple of segments
 }
 
+TEST_CASE("a device limit that is not a multiple of the granularity: no segment above it, a size_error past it") {
+    auto ledger = std::make_shared<Ledger>();
+    const std::size_t limit = 100000;  // not a multiple of 64
+    Arena pool(SubAllocated<MockBackend>(MockBackend(ledger, limit), tiny()));
+    CHECK(pool.max_alloc_size() <= limit);
+    CHECK(pool.max_alloc_size() % pool.backend().granularity() == 0);
+    auto h = pool.allocate(pool.max_alloc_size());  // the largest request served
+    CHECK(h.buffer().size() == pool.max_alloc_size());
+    CHECK(pool.stats().segment_bytes <= limit);
+    CHECK_THROWS_AS((void)pool.allocate(limit - 10), size_error);  // rounded, above the device's limit
+    CHECK(pool.stats().segment_bytes <= limit);
+}
+
 TEST_CASE("released blocks merge with free neighbours, and trim gives whole empty segments back") {
     auto ledger = std::make_shared<Ledger>();
     Arena pool(SubAllocated<MockBackend>(MockBackend(ledger), tiny()));
@@ -182,6 +199,22 @@ TEST_CASE("a failed sub-range falls back to a whole buffer and is counted") {
     g.release();
     pool.trim();
     CHECK(ledger->live == 0);
+}
+
+TEST_CASE("a fallback whose whole buffer the driver refuses is not counted as a fallback or an allocation") {
+    auto ledger = std::make_shared<Ledger>();
+    ledger->capacity = 16384;  // a small segment, and nothing beside it
+    Arena pool(SubAllocated<MockBackend>(MockBackend(ledger), tiny()));
+    ledger->fail_sub_ranges = true;
+    CHECK_THROWS_AS((void)pool.allocate(1000), out_of_memory);
+    const auto s = pool.stats();
+    CHECK(s.sub_buffer_fallbacks == 0);  // no block was served as a whole buffer
+    CHECK(s.segment_allocations == static_cast<std::uint64_t>(ledger->allocations.load()));
+    ledger->capacity = -1;
+    auto h = pool.allocate(1000);  // now the whole buffer comes
+    CHECK(h.buffer().is_fallback());
+    CHECK(pool.stats().sub_buffer_fallbacks == 1);
+    CHECK(pool.stats().segment_allocations == static_cast<std::uint64_t>(ledger->allocations.load()));
 }
 
 TEST_CASE("out of memory: the cache and the empty segments go back, then the retry succeeds") {
@@ -669,4 +702,173 @@ TEST_CASE("kept views are bounded per segment, go with trim() and with the pool"
     }
     CHECK(ledger->live_views == 0);  // the pool's last kept view went with it
     CHECK(ledger->live == 0);
+}
+
+namespace {
+
+// Every view alive now, by origin; a view made over the bytes of one still
+// alive is counted. `on_release` runs (once) as a view is released, before
+// it is gone: there a test carves from another thread, to see whether that
+// carve can make its view while the released one still covers its bytes.
+struct ViewRegistry {
+    std::mutex mutex;
+    std::map<const std::byte*, std::size_t> live;
+    long overlaps = 0;
+    std::function<void(const std::byte*)> on_release;
+};
+
+class TrackedRange : public HostRange {
+public:
+    TrackedRange() noexcept = default;
+    TrackedRange(std::byte* data, std::size_t n, ViewRegistry* registry = nullptr)
+        : HostRange(data, n), registry_(registry) {
+        if (!registry_) return;  // a fallback's whole buffer
+        std::lock_guard lock(registry_->mutex);
+        auto next = registry_->live.lower_bound(data);
+        if (next != registry_->live.end() && next->first < data + n) ++registry_->overlaps;
+        if (next != registry_->live.begin() && std::prev(next)->first + std::prev(next)->second > data)
+            ++registry_->overlaps;
+        registry_->live[data] = n;
+    }
+    TrackedRange(TrackedRange&& o) noexcept
+        : HostRange(std::move(static_cast<HostRange&>(o))), registry_(std::exchange(o.registry_, nullptr)) {}
+    TrackedRange& operator=(TrackedRange&& o) noexcept {
+        if (this != &o) {
+            drop();
+            static_cast<HostRange&>(*this) = std::move(static_cast<HostRange&>(o));
+            registry_ = std::exchange(o.registry_, nullptr);
+        }
+        return *this;
+    }
+    ~TrackedRange() { drop(); }
+
+private:
+    void drop() noexcept {
+        if (!registry_) return;
+        if (auto hook = std::exchange(registry_->on_release, nullptr)) hook(data());
+        std::lock_guard lock(registry_->mutex);
+        registry_->live.erase(data());
+        registry_ = nullptr;
+    }
+    ViewRegistry* registry_ = nullptr;
+};
+
+// Host memory whose views are tracked in a ViewRegistry.
+class TrackingBackend {
+public:
+    using memory_type = HostMemory;
+    using sub_memory_type = TrackedRange;
+    static constexpr backend_abilities abilities = backend_ability::none;
+
+    explicit TrackingBackend(ViewRegistry* registry) noexcept : registry_(registry) {}
+    std::size_t max_alloc_size() const noexcept { return host_.max_alloc_size(); }
+    bool unified_memory() const noexcept { return false; }
+    const char* name() const noexcept { return "tracking"; }
+    Allocation<HostMemory> allocate(std::size_t n, MemoryKind k) noexcept { return host_.allocate(n, k); }
+    std::size_t sub_alignment() const noexcept { return 64; }
+    Allocation<TrackedRange> sub_range(const HostMemory& segment, std::size_t offset, std::size_t n) noexcept {
+        try {
+            return {TrackedRange(segment.data() + offset, n, registry_), AllocStatus::ok, 0};
+        } catch (...) {
+            return {TrackedRange(), AllocStatus::failed, -1};
+        }
+    }
+    static TrackedRange whole_range(const HostMemory& m, std::size_t n) noexcept { return TrackedRange(m.data(), n); }
+
+private:
+    ViewRegistry* registry_;
+    HostBackend host_{64};
+};
+
+using Tracked = SubAllocated<TrackingBackend>;
+
+Tracked::memory_type carve(Tracked& arena, std::size_t n) {
+    auto got = arena.allocate_held(n, MemoryKind::device_local);
+    if (got.status != AllocStatus::ok) got = arena.allocate(n, MemoryKind::device_local);
+    REQUIRE(got.status == AllocStatus::ok);
+    return std::move(got.memory);
+}
+
+// As the next view is released, another thread carves `n` bytes (given time
+// to finish, or to wait while the arena's lock is held); joined by finish().
+struct CarveWhileReleasing {
+    Tracked& arena;
+    ViewRegistry& registry;
+    std::thread worker;
+    Tracked::memory_type carved;
+
+    void arm(std::size_t n) {
+        registry.on_release = [this, n](const std::byte*) {
+            std::promise<void> done;
+            auto finished = done.get_future();
+            worker = std::thread([this, n, done = std::move(done)]() mutable {
+                carved = carve(arena, n);
+                done.set_value();
+            });
+            (void)finished.wait_for(std::chrono::milliseconds(500));
+        };
+    }
+    void finish() {
+        REQUIRE(worker.joinable());  // the hook ran
+        worker.join();
+    }
+};
+
+}  // namespace
+
+TEST_CASE("a released kept view is gone before another thread can carve over its bytes") {
+    ViewRegistry registry;
+    ArenaOptions o = tiny();
+    SUBCASE("a kept view pushed out by a newer one") {
+        o.cached_views = 1;
+        Tracked arena(TrackingBackend(&registry), o);
+        auto a = carve(arena, 8192);  // one large segment: a at 0, then live separators
+        auto sep = carve(arena, 8192);
+        auto b = carve(arena, 8192);
+        auto rest = carve(arena, 8192);
+        a = {};  // kept
+        CarveWhileReleasing race{arena, registry, {}, {}};
+        race.arm(8000);  // a's range, not a's size: a view of its own
+        b = {};  // kept: a's view goes
+        race.finish();
+        CHECK(race.carved.offset() == 0);
+        CHECK(registry.overlaps == 0);
+    }
+    SUBCASE("a kept view a carve overlaps") {
+        Tracked arena(TrackingBackend(&registry), o);
+        auto a = carve(arena, 16384);
+        auto sep = carve(arena, 8192);
+        a = {};  // kept
+        CarveWhileReleasing race{arena, registry, {}, {}};
+        race.arm(8192);  // the second half of a's range
+        auto first = carve(arena, 8192);  // the first half: a's view goes
+        race.finish();
+        CHECK(first.offset() == 0);
+        CHECK(race.carved.offset() == 8192);
+        CHECK(registry.overlaps == 0);
+    }
+    SUBCASE("kept views released by trim") {
+        Tracked arena(TrackingBackend(&registry), o);
+        auto a = carve(arena, 8192);
+        auto sep = carve(arena, 8192);
+        a = {};  // kept
+        CarveWhileReleasing race{arena, registry, {}, {}};
+        race.arm(8000);
+        arena.release_empty();
+        race.finish();
+        CHECK(race.carved.offset() == 0);
+        CHECK(registry.overlaps == 0);
+    }
+    SUBCASE("no views kept: a block's view goes before its range") {
+        o.cached_views = 0;
+        Tracked arena(TrackingBackend(&registry), o);
+        auto a = carve(arena, 8192);
+        auto sep = carve(arena, 8192);
+        CarveWhileReleasing race{arena, registry, {}, {}};
+        race.arm(8000);
+        a = {};
+        race.finish();
+        CHECK(registry.overlaps == 0);
+    }
+    CHECK(registry.live.empty());
 }

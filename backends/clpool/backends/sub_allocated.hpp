@@ -102,18 +102,18 @@ public:
     using view_type = typename B::sub_memory_type;
     using arena_type = arena<parent_memory, view_cache<view_type>>;
     using range_type = typename arena_type::range;
-    using stale_views = std::array<view_type, view_cache<view_type>::capacity>;
 
     arena_shared(typename arena_type::options o, const ArenaOptions& given, std::uint32_t generation) noexcept
         : space(o), max_free_fraction(given.max_free_fraction), release_before_new_peak(given.release_before_new_peak),
           empty_grace(given.empty_grace), cached_limit(std::min(given.cached_views, view_cache<view_type>::capacity)),
           generation(generation) {}
 
-    // Under space.mutex(), before r goes back: keeps `view` (of `bytes` at
-    // r's offset) with r's segment. Returns what to release outside the lock:
-    // the oldest view it replaced, or `view` itself when none are kept.
-    view_type keep_view(range_type* r, view_type&& view, std::size_t bytes) noexcept {
-        if (cached_limit == 0) return std::move(view);
+    // Under space.mutex(), before r goes back (cached_limit > 0): keeps
+    // `view` (of `bytes` at r's offset) with r's segment. The oldest view it
+    // replaces is released here, under the lock: its range is free, and
+    // another thread could otherwise carve it and make a view over those
+    // bytes while this one is still alive.
+    void keep_view(range_type* r, view_type&& view, std::size_t bytes) noexcept {
         auto& slots = r->seg->extra.slots;
         auto* victim = &slots[0];
         for (std::size_t i = 0; i < cached_limit; ++i) {
@@ -123,26 +123,20 @@ public:
             }
             if (slots[i].stamp < victim->stamp) victim = &slots[i];
         }
-        view_type out{};
-        if (victim->bytes != 0) {
-            out = std::move(victim->view);
-            --cached;
-        }
-        victim->view = std::move(view);
+        if (victim->bytes != 0) --cached;
+        victim->view = std::move(view);  // releases the view it replaces
         victim->offset = r->offset;
         victim->bytes = bytes;
         victim->stamp = ++clock;
         ++cached;
-        return out;
     }
 
     // Under space.mutex(), for a carved range r: moves the kept view of
-    // exactly (r's offset, bytes) into `found` (true), and every other kept
-    // view that overlaps r into `stale`, to be released before r's view is
-    // made: no two views over the same bytes are ever live at once.
-    bool take_view(const range_type* r, std::size_t bytes, view_type& found, stale_views& stale) noexcept {
+    // exactly (r's offset, bytes) into `found` (true), and releases every
+    // other kept view that overlaps r, under the lock (as keep_view): no two
+    // views over the same bytes are ever live at once.
+    bool take_view(const range_type* r, std::size_t bytes, view_type& found) noexcept {
         bool hit = false;
-        std::size_t n = 0;
         for (auto& slot : r->seg->extra.slots) {
             if (slot.bytes == 0 || slot.offset >= r->offset + r->size || r->offset >= slot.offset + slot.bytes)
                 continue;
@@ -150,7 +144,7 @@ public:
                 found = std::move(slot.view);
                 hit = true;
             } else {
-                stale[n++] = std::move(slot.view);
+                slot.view = view_type();
             }
             slot.bytes = 0;
             --cached;
@@ -235,10 +229,12 @@ private:
 
     void reset() noexcept {
         if (range_) {
-            view_type released{};                            // outside the lock
             if (detail::same_process(arena_->generation)) {  // a fork parent's arena: leave it alone
+                // None kept: the view goes before its range, outside the lock.
+                if (arena_->cached_limit == 0) static_cast<view_type&>(*this) = view_type();
                 std::lock_guard lock(arena_->space.mutex());
-                released = arena_->keep_view(range_, std::move(static_cast<view_type&>(*this)), view_bytes_);
+                if (arena_->cached_limit != 0)
+                    arena_->keep_view(range_, std::move(static_cast<view_type&>(*this)), view_bytes_);
                 arena_->space.give(range_);
             }
             range_ = nullptr;
@@ -299,13 +295,19 @@ public:
     // SubAllocated<B> is made from what makes a B: `clpool::ArenaPool pool(context);`.
     SubAllocated(B parent, ArenaOptions options = {})  // NOLINT(google-explicit-constructor)
         : parent_(std::move(parent)), max_alloc_(parent_.max_alloc_size()),
-          shared_(std::make_shared<shared_type>(checked(options, parent_), options, detail::birth_generation())) {}
+          shared_(std::make_shared<shared_type>(checked(options, parent_), options, detail::birth_generation())) {
+        // Every block rounds up to the granularity: a request the rounding
+        // takes past the device's limit gets the pool's size_error, not a
+        // segment the driver refuses.
+        max_alloc_ &= ~(granularity() - 1);
+    }
     template <class Arg>
         requires(!std::same_as<std::remove_cvref_t<Arg>, SubAllocated> && !std::same_as<std::remove_cvref_t<Arg>, B> &&
                  std::constructible_from<B, const Arg&>)
     SubAllocated(const Arg& arg)  // NOLINT(google-explicit-constructor)
         : SubAllocated(B(arg)) {}
 
+    // The parent's, rounded down to granularity().
     std::size_t max_alloc_size() const noexcept { return max_alloc_; }
     bool unified_memory() const noexcept { return parent_.unified_memory(); }
     std::string name() const { return std::string(parent_.name()) + " sub-allocated"; }
@@ -420,25 +422,14 @@ public:
     }
 
 private:
-    // Every segment's kept views released (outside the lock where the host
-    // has memory for the list; under it otherwise).
+    // Every segment's kept views released, under the lock: their ranges are
+    // free, and a carve must not make a view over bytes one of them still covers.
     void release_cached_views() noexcept {
         if (!detail::same_process(shared_->generation)) return;
-        std::vector<typename B::sub_memory_type> released;
-        std::unique_lock lock(shared_->space.mutex());
-        try {
-            released.reserve(shared_->cached);
-        } catch (...) {
-            released.clear();  // reserve failed: release in place
-        }
-        const bool listed = released.capacity() >= shared_->cached;
+        std::lock_guard lock(shared_->space.mutex());
         shared_->space.for_each_segment([&](typename arena_type::segment& seg) {
-            shared_->drop_views(seg, [&](typename B::sub_memory_type&& v) {
-                if (listed) released.push_back(std::move(v));
-                else v = typename B::sub_memory_type();
-            });
+            shared_->drop_views(seg, [](typename B::sub_memory_type&& v) { v = typename B::sub_memory_type(); });
         });
-        lock.unlock();
     }
 
     bool too_much_free_locked() const noexcept {
@@ -554,11 +545,8 @@ private:
             typename shared_type::view_type kept{};
             bool hit = false;
             {
-                typename shared_type::stale_views stale{};  // released at the end of this scope, before a new view
-                {
-                    std::lock_guard lock(shared_->space.mutex());
-                    hit = shared_->take_view(r, bytes, kept, stale);
-                }
+                std::lock_guard lock(shared_->space.mutex());
+                hit = shared_->take_view(r, bytes, kept);
             }
             if (hit) return {memory_type(std::move(kept), shared_, r, bytes), AllocStatus::ok, 0};
         }
@@ -568,10 +556,13 @@ private:
         {
             std::lock_guard lock(shared_->space.mutex());
             shared_->space.give(r);
-            ++shared_->fallbacks;
         }
         auto whole = parent_.allocate(bytes, kind);
         if (whole.status != AllocStatus::ok) return {memory_type(), whole.status, whole.native_code};
+        {
+            std::lock_guard lock(shared_->space.mutex());
+            ++shared_->fallbacks;  // a block served as a whole buffer (a refused one is no fallback)
+        }
         auto v = parent_.whole_range(whole.memory, bytes);
         return {memory_type(std::move(v), shared_, std::move(whole.memory)), AllocStatus::ok, 0};
     }
