@@ -57,6 +57,19 @@ static_assert(Backend<SubAllocated<HostBackend>>);
 static_assert(backend_declares<SubAllocated<HostBackend>, backend_ability::sub_allocates>);
 static_assert(!backend_declares<SubAllocated<HostBackend>, backend_ability::events>);
 
+TEST_CASE("more kept sub-buffers per segment than a segment holds is refused, naming the value and the limit") {
+    auto ledger = std::make_shared<Ledger>();
+    ArenaOptions o;
+    o.cached_views = 17;
+    const auto error = error_of(ledger, o);
+    CHECK(error.find("cached_views is 17") != std::string::npos);
+    CHECK(error.find("at most 16") != std::string::npos);
+    for (std::size_t n : {0, 1, 16}) {
+        o.cached_views = n;
+        CHECK(error_of(ledger, o).empty());
+    }
+}
+
 TEST_CASE("a base-address alignment of 0 or not a power of two is refused at construction, naming the value") {
     auto ledger = std::make_shared<Ledger>();
     ledger->sub_alignment = 0;

@@ -69,7 +69,7 @@ struct ArenaOptions {
     // more driver calls. 0 always, 1 never (the default: the rule above bounds the peak).
     double max_free_fraction = 1.0;
     // Idle views (sub-buffers) kept per segment after their blocks went back,
-    // at most this many (up to detail::view_cache's capacity, 16; 0: none):
+    // at most this many (0 to 16, detail::view_cache's capacity; 0: none):
     // a later carve of exactly the same offset and size takes one back and
     // makes no driver call. The oldest goes when a segment's are full.
     std::size_t cached_views = 16;
@@ -105,8 +105,7 @@ public:
 
     arena_shared(typename arena_type::options o, const ArenaOptions& given, std::uint32_t generation) noexcept
         : space(o), max_free_fraction(given.max_free_fraction), release_before_new_peak(given.release_before_new_peak),
-          empty_grace(given.empty_grace), cached_limit(std::min(given.cached_views, view_cache<view_type>::capacity)),
-          generation(generation) {}
+          empty_grace(given.empty_grace), cached_limit(given.cached_views), generation(generation) {}
 
     // Under space.mutex(), before r goes back (cached_limit > 0): keeps
     // `view` (of `bytes` at r's offset) with r's segment. The oldest view it
@@ -510,6 +509,11 @@ private:
         if (!(o.max_free_fraction >= 0.0 && o.max_free_fraction <= 1.0))
             throw config_error("clpool: ArenaOptions::max_free_fraction is " + std::to_string(o.max_free_fraction) +
                                "; it must be between 0 and 1");
+        if (o.cached_views > detail::view_cache<typename B::sub_memory_type>::capacity)
+            throw config_error("clpool: ArenaOptions::cached_views is " + std::to_string(o.cached_views) +
+                               "; a segment keeps at most " +
+                               std::to_string(detail::view_cache<typename B::sub_memory_type>::capacity) +
+                               " idle sub-buffers (0 keeps none)");
         return {std::max(o.granularity, align),
                 o.small_limit,
                 o.small_segment,
