@@ -1,0 +1,73 @@
+// ns per hit pair (allocate + release of a cached 4 KiB buffer) in a plain loop: host and OpenCL
+// backends, NoLock / SingleMutex / ThreadCached<8>; best of 15 runs of 2,000,000 pairs each.
+// `hit_pair_loop NAME [EVENTS]`: with EVENTS > 0, each pool records a history of EVENTS events per
+// ring (record_history) while it loops: the history's cost on the hit pair (issue 16).
+// No Google Benchmark around it, so it builds from any tree's headers alone (hit_pair_loop.sh).
+#include <clpool/backends/opencl.hpp>
+#include <clpool/policies/thread_cached.hpp>
+#include <clpool/pools/aliases.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+using namespace clpool;
+template <class Lock, class B>
+using P = Pool<PowerOfTwoBuckets, DeviceLocal, Unlimited, Lock, B>;
+
+template <class Pl>
+[[gnu::noinline]] void loop(Pl& p, long n) {
+    for (long i = 0; i < n; ++i) {
+        auto h = p.allocate(4096);
+        asm volatile("" ::"r"(&h) : "memory");
+        h.release();
+    }
+}
+
+const cl::Context* context = nullptr;
+std::size_t history_events = 0;
+
+template <class Pl>
+double best_ns(long n, int runs) {
+    std::unique_ptr<Pl> p;
+    if constexpr (std::is_same_v<typename Pl::backend_type, OpenCLBackend>)
+        p = std::make_unique<Pl>(OpenCLBackend(*context));
+    else p = std::make_unique<Pl>(HostBackend{});
+    if constexpr (requires { p->record_history(history_events); })
+        if (history_events != 0) p->record_history(history_events);
+    p->allocate(4096).release();
+    double best = 1e9;
+    for (int k = 0; k < runs; ++k) {
+        const auto t0 = std::chrono::steady_clock::now();
+        loop(*p, n);
+        const double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count() / n;
+        if (ns < best) best = ns;
+    }
+    return best;
+}
+
+int main(int argc, char** argv) {
+    history_events = argc > 2 ? std::stoul(argv[2]) : 0;
+    const std::string name =
+        std::string(argc > 1 ? argv[1] : "tree") + (history_events != 0 ? "/h" + std::to_string(history_events) : "");
+    std::vector<cl::Platform> platforms;
+    cl::Platform::get(&platforms);
+    cl::Platform platform = platforms.at(0);
+    for (auto& p : platforms)
+        if (p.getInfo<CL_PLATFORM_NAME>().find("NVIDIA") != std::string::npos) platform = p;
+    std::vector<cl::Device> devices;
+    platform.getDevices(CL_DEVICE_TYPE_ALL, &devices);
+    const cl::Context c(devices.at(0));
+    context = &c;
+    const long n = 2000000;
+    const int runs = 15;
+    std::printf("%-14s host   nolock %6.2f single %6.2f tc %6.2f\n", name.c_str(),
+                best_ns<P<NoLock, HostBackend>>(n, runs), best_ns<P<SingleMutex, HostBackend>>(n, runs),
+                best_ns<P<ThreadCached<8>, HostBackend>>(n, runs));
+    std::printf("%-14s host   nolock %6.2f single %6.2f tc %6.2f  (spin, biased-lockedby, tc-spin)\n", (name + "+x").c_str(),
+                best_ns<P<LockedBy<SpinMutex>, HostBackend>>(n, runs), best_ns<P<LockedBy<BiasedSpinMutex>, HostBackend>>(n, runs),
+                best_ns<P<ThreadCached<8, LockedBy<SpinMutex>>, HostBackend>>(n, runs));
+}
