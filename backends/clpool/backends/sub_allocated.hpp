@@ -509,10 +509,10 @@ private:
         if (!(o.max_free_fraction >= 0.0 && o.max_free_fraction <= 1.0))
             throw config_error("clpool: ArenaOptions::max_free_fraction is " + std::to_string(o.max_free_fraction) +
                                "; it must be between 0 and 1");
-        if (o.cached_views > detail::view_cache<typename B::sub_memory_type>::capacity)
+        constexpr std::size_t views_per_segment = detail::view_cache<typename B::sub_memory_type>::capacity;
+        if (o.cached_views > views_per_segment)
             throw config_error("clpool: ArenaOptions::cached_views is " + std::to_string(o.cached_views) +
-                               "; a segment keeps at most " +
-                               std::to_string(detail::view_cache<typename B::sub_memory_type>::capacity) +
+                               "; a segment keeps at most " + std::to_string(views_per_segment) +
                                " idle sub-buffers (0 keeps none)");
         return {std::max(o.granularity, align),
                 o.small_limit,
