@@ -41,7 +41,8 @@ struct PoolStats {
     std::size_t segment_bytes = 0;         // bytes held in those segments: what the device gave
     std::size_t peak_segment_bytes = 0;
     std::size_t segment_free_bytes = 0;    // bytes of the segments no block covers
-    std::size_t largest_free_block = 0;    // the largest request served without a new segment
+    std::size_t largest_free_block = 0;    // the largest free range in a segment (small and large requests
+                                           // carve their own segments: one this large may need a new one)
     std::uint64_t segment_allocations = 0;   // driver allocations for segments (misses not carved)
     std::uint64_t sub_buffer_fallbacks = 0;  // blocks served as whole buffers: the sub-buffer failed
     std::uint64_t sub_buffers_made = 0;      // carves that made a view (OpenCL: clCreateSubBuffer, a driver call)
