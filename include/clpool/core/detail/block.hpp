@@ -72,8 +72,10 @@ struct block {
     }
 
     // The current (or, once idle, last) holder's tag; nullptr if it set none.
+    // The tag first: most buffers never had one, and a release asks this.
     const char* current_tag() const noexcept {
-        return tag_seq.load(std::memory_order_relaxed) == handout_seq ? tag.load(std::memory_order_relaxed) : nullptr;
+        const char* t = tag.load(std::memory_order_relaxed);
+        return t && tag_seq.load(std::memory_order_relaxed) == handout_seq ? t : nullptr;
     }
     void set_tag(const char* t) noexcept {
         tag.store(t, std::memory_order_relaxed);

@@ -68,26 +68,23 @@ public:
     history_ring& operator=(const history_ring&) = delete;
 
     // A buffer's hand-out (hit: from the cache), and its call site on the
-    // buffer while call sites are recorded. Out of line, with at most six
-    // arguments (all in registers): the paths that call it pay a branch when
-    // the history is off, and a call when it is on. The common case saves no
-    // registers; the rest (see try_record) takes a sibling call out of line.
-    // Returns &b, which the caller uses from here on: its block pointer comes
-    // back in a register, not through a spill on the hit path's chain of loads.
+    // buffer while call sites are recorded. Inline, so that the event's flags
+    // fold to a constant where the caller's are; the event itself is out of
+    // line (note_alloc_packed), with its arguments in registers: the paths
+    // that call it pay a branch when the history is off, and a call when it
+    // is on. Returns &b, which the caller uses from here on: its block
+    // pointer comes back in a register, not through a spill on the hit
+    // path's chain of loads.
     template <class Block>
-    [[gnu::noinline, gnu::returns_nonnull]] Block* note_alloc(Block& b, std::size_t nbytes, bool hit, bool exact,
-                                                              const call_site* site) noexcept {
-        if (stacks_ || !try_record(HistoryAction::alloc, hit, b, nbytes, exact)) [[unlikely]]
-            note_alloc_rare(b, nbytes, hit, exact, site);
-        return &b;
+    [[gnu::always_inline, gnu::returns_nonnull]] Block* note_alloc(Block& b, std::size_t nbytes, bool hit, bool exact,
+                                                                   const call_site* site) noexcept {
+        return note_alloc_packed(b, packed_slot::pack_held(nbytes, HistoryAction::alloc, hit, exact), site);
     }
     // A buffer's release (free, pending) or eviction, with its holder's tag; returns &b.
     template <class Block>
-    [[gnu::noinline, gnu::returns_nonnull]] Block* note_release(HistoryAction action, Block& b, std::size_t nbytes,
-                                                                bool exact, const call_site* site) noexcept {
-        if (stacks_ || b.current_tag() || !try_record(action, false, b, nbytes, exact)) [[unlikely]]
-            note_release_rare(action, b, nbytes, exact, site);
-        return &b;
+    [[gnu::always_inline, gnu::returns_nonnull]] Block* note_release(HistoryAction action, Block& b, std::size_t nbytes,
+                                                                     bool exact, const call_site* site) noexcept {
+        return note_release_packed(b, packed_slot::pack_held(nbytes, action, false, exact), site);
     }
 
     // One event, in full (trim, oom and the rare cases of the above).
@@ -233,43 +230,60 @@ private:
         }
     }
 
+    // The events out of line: the common one (try_record) and, in a sibling
+    // call, the rest. `packed`: the bytes requested and the flags (pack_held).
+    // No test of stacks_ here: a ring with call sites has no stage, so
+    // try_record sends every event to note_rare.
+    template <class Block>
+    [[gnu::noinline, gnu::returns_nonnull]] Block* note_alloc_packed(Block& b, std::uint64_t packed,
+                                                                     const call_site* site) noexcept {
+        if (!try_record(b, packed)) [[unlikely]]
+            return note_rare(b, packed, nullptr, site);
+        return &b;
+    }
+    template <class Block>
+    [[gnu::noinline, gnu::returns_nonnull]] Block* note_release_packed(Block& b, std::uint64_t packed,
+                                                                       const call_site* site) noexcept {
+        const char* tag = b.current_tag();
+        if (tag || !try_record(b, packed)) [[unlikely]]
+            return note_rare(b, packed, tag, site);
+        return &b;
+    }
+
     // The common event: three stores into the stage (store_slot), its count,
     // the thread's order stamp and the buffer's event count. False, having
     // stored nothing, where the event is not common: the ring's first event,
-    // a full stage, the ticker or the thread's stamp not started yet.
+    // a full stage, a ring with call sites (no stage), the ticker or the
+    // thread's stamp not started yet.
     template <class Block>
-    [[gnu::always_inline]] bool try_record(HistoryAction action, bool hit, Block& b, std::size_t requested,
-                                           bool exact) noexcept {
+    [[gnu::always_inline]] bool try_record(Block& b, std::uint64_t packed) noexcept {
         const std::uint64_t t = history_clock::ticked();
         const std::uint64_t order = thread_order::current();
         const std::size_t k = staged_;
         if (t == 0 || order == 0 || k >= stage_limit_) [[unlikely]]
             return false;
-        // No clamp: a buffer handed out or given back holds its bytes, so fewer than 2^48.
-        const std::uint64_t packed = requested | packed_slot::flags(action, hit, exact, false);
         store_slot(stage_[k], t, order, reinterpret_cast<std::uintptr_t>(&b), packed, b.bucket_bytes, b.history_events);
         ++b.history_events;
         thread_order::advance(order);
         staged_ = k + 1;
         // Fetches the ring's line that this slot goes to at the flush, so the
         // flush writes to cached lines: 3 KiB written to lines not in the
-        // cache held up every store after it, the pool's own among them.
-        if (next_ + k < capacity_) __builtin_prefetch(&slots_[next_ + k], 1, 3);
+        // cache held up every store after it, the pool's own among them. Past
+        // the ring's end (a flush that wraps) it fetches a line it will not
+        // write: a prefetch never faults, and a bound test costs every event.
+        __builtin_prefetch(reinterpret_cast<const void*>(flush_to_ + k * sizeof(packed_slot)), 1, 3);
         return true;
     }
 
+    // An event in full, into the ring (a call site, a tag, a full stage, ...).
     template <class Block>
-    [[gnu::noinline]] void note_alloc_rare(Block& b, std::size_t nbytes, bool hit, bool exact,
-                                           const call_site* site) noexcept {
-        record(HistoryAction::alloc, hit, reinterpret_cast<std::uintptr_t>(&b), b.history_events++, nbytes,
-               b.bucket_bytes, exact, nullptr, site);
-        if (site && stacks_) b.keep_site(*site);
-    }
-    template <class Block>
-    [[gnu::noinline]] void note_release_rare(HistoryAction action, Block& b, std::size_t nbytes, bool exact,
-                                             const call_site* site) noexcept {
-        record(action, false, reinterpret_cast<std::uintptr_t>(&b), b.history_events++, nbytes, b.bucket_bytes, exact,
-               b.current_tag(), site);
+    [[gnu::noinline]] Block* note_rare(Block& b, std::uint64_t packed, const char* tag,
+                                       const call_site* site) noexcept {
+        const auto action = packed_slot::action_of(packed);
+        record(action, packed_slot::hit_of(packed), reinterpret_cast<std::uintptr_t>(&b), b.history_events++,
+               packed_slot::requested_of(packed), b.bucket_bytes, packed_slot::exact_of(packed), tag, site);
+        if (action == HistoryAction::alloc && site && stacks_) b.keep_site(*site);
+        return &b;
     }
 
     // An event into the next slot of the ring, after the stage's (record(), merge()).
@@ -294,6 +308,7 @@ private:
             next_ = 0;
             ++laps_;
         }
+        flush_to_ = reinterpret_cast<std::uintptr_t>(slots_.get() + next_);
     }
 
     // The stage's events into the ring, in order, in at most two copies.
@@ -308,7 +323,7 @@ private:
         staged_ = 0;
     }
 
-    // An event as stored: 48 bytes, written in six stores. The bytes
+    // An event as stored: 48 bytes (store_slot writes them). The bytes
     // requested and the flags share a word (sizes stay below 2^48: no device
     // or host allocates more); the tag is kept apart, since few events have one.
     struct packed_slot {
@@ -331,6 +346,17 @@ private:
             return std::uint64_t{static_cast<std::uint8_t>(action)} << size_bits | std::uint64_t{hit} << hit_bit |
                    std::uint64_t{exact} << exact_bit | std::uint64_t{tagged} << tag_bit;
         }
+        // A held buffer's event, untagged: no clamp, since a buffer holds its
+        // bytes, so fewer than 2^48.
+        static std::uint64_t pack_held(std::size_t requested, HistoryAction action, bool hit, bool exact) noexcept {
+            return requested | flags(action, hit, exact, false);
+        }
+        static std::size_t requested_of(std::uint64_t w) noexcept { return static_cast<std::size_t>(w & size_mask); }
+        static HistoryAction action_of(std::uint64_t w) noexcept {
+            return static_cast<HistoryAction>((w >> size_bits) & 0xf);
+        }
+        static bool hit_of(std::uint64_t w) noexcept { return (w >> hit_bit) & 1; }
+        static bool exact_of(std::uint64_t w) noexcept { return (w >> exact_bit) & 1; }
     };
 
     // A slot's six words in three 16-byte stores where the target has them,
@@ -354,11 +380,11 @@ private:
         s.t_ns = p.t_ns;
         s.order = p.order;
         s.id = p.id;
-        s.requested = static_cast<std::size_t>(p.requested_and_flags & packed_slot::size_mask);
+        s.requested = packed_slot::requested_of(p.requested_and_flags);
         s.held = p.held;
-        s.action = static_cast<HistoryAction>((p.requested_and_flags >> packed_slot::size_bits) & 0xf);
-        s.hit = (p.requested_and_flags >> packed_slot::hit_bit) & 1;
-        s.exact = (p.requested_and_flags >> packed_slot::exact_bit) & 1;
+        s.action = packed_slot::action_of(p.requested_and_flags);
+        s.hit = packed_slot::hit_of(p.requested_and_flags);
+        s.exact = packed_slot::exact_of(p.requested_and_flags);
         s.tag = (p.requested_and_flags >> packed_slot::tag_bit) & 1 ? tag : nullptr;
         s.of_buffer = static_cast<std::uint32_t>(p.of_buffer);
         return s;
@@ -381,6 +407,7 @@ private:
         slots_.reset(new (std::nothrow) packed_slot[capacity_]);
         if (slots_ && stacks_) sites_.reset(new (std::nothrow) call_site[capacity_]);  // none: no call sites
         if (slots_ && !stacks_) stage_limit_ = std::min(stage_slots, capacity_);  // call sites go to the ring
+        flush_to_ = reinterpret_cast<std::uintptr_t>(slots_.get());
         return slots_ != nullptr;
     }
 
@@ -392,6 +419,7 @@ private:
     std::unique_ptr<const char*[]> tags_;  // made on the first tagged event
     std::size_t capacity_;
     std::size_t next_ = 0;  // the slot the next event from the stage fills
+    std::uintptr_t flush_to_ = 0;  // &slots_[next_], kept for the common event's prefetch
     std::size_t staged_ = 0;  // events in stage_, newer than the ring's
     std::size_t stage_limit_ = 0;  // how many stage_ takes: 0 until the ring is made, or with call sites
     std::uint64_t laps_ = 0;  // times next_ went round: laps_ * capacity_ + next_ events written
