@@ -6,6 +6,8 @@
 #include <clpool/policies/thread_cached.hpp>
 #include <clpool/pools/aliases.hpp>
 
+#include "hit_pair_body.hpp"
+
 #include <memory>
 #include <string>
 
@@ -13,22 +15,12 @@ using namespace clpool;
 template <class Lock>
 using P = Pool<PowerOfTwoBuckets, DeviceLocal, Unlimited, Lock, HostBackend>;
 
-// The only function callgrind counts (--toggle-collect).
-template <class Pl>
-[[gnu::noinline]] void counted_loop(Pl& p, long n) {
-    for (long i = 0; i < n; ++i) {
-        auto h = p.allocate(4096);
-        asm volatile("" ::"r"(&h) : "memory");
-        h.release();
-    }
-}
-
 template <class Pl>
 void run(std::size_t events, long pairs) {
     auto p = std::make_unique<Pl>(HostBackend{});
     if (events != 0) p->record_history(events);
     for (int i = 0; i < 200; ++i) p->allocate(4096).release();  // past the first events and the stage's first flush
-    counted_loop(*p, pairs);
+    hit_pair_body(*p, pairs);
 }
 
 int main(int argc, char** argv) {

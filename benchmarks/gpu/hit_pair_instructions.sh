@@ -12,7 +12,7 @@ command -v valgrind >/dev/null || { echo "hit_pair_instructions.sh: needs valgri
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 count() {  # binary pool events pairs
-  valgrind --tool=callgrind --callgrind-out-file="$work/cg.out" --toggle-collect='void counted_loop*' "$@" 2>&1 |
+  valgrind --tool=callgrind --callgrind-out-file="$work/cg.out" --toggle-collect='void hit_pair_body*' "$@" 2>&1 |
     sed -n 's/.*Collected : \([0-9]*\).*/\1/p'
 }
 for tree in ${TREES:-} after=$PWD; do

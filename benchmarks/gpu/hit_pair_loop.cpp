@@ -7,6 +7,8 @@
 #include <clpool/policies/thread_cached.hpp>
 #include <clpool/pools/aliases.hpp>
 
+#include "hit_pair_body.hpp"
+
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -17,15 +19,6 @@
 using namespace clpool;
 template <class Lock, class B>
 using P = Pool<PowerOfTwoBuckets, DeviceLocal, Unlimited, Lock, B>;
-
-template <class Pl>
-[[gnu::noinline]] void loop(Pl& p, long n) {
-    for (long i = 0; i < n; ++i) {
-        auto h = p.allocate(4096);
-        asm volatile("" ::"r"(&h) : "memory");
-        h.release();
-    }
-}
 
 const cl::Context* context = nullptr;
 std::size_t history_events = 0;
@@ -42,7 +35,7 @@ double best_ns(long n, int runs) {
     double best = 1e9;
     for (int k = 0; k < runs; ++k) {
         const auto t0 = std::chrono::steady_clock::now();
-        loop(*p, n);
+        hit_pair_body(*p, n);
         const double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count() / n;
         if (ns < best) best = ns;
     }
