@@ -8,6 +8,8 @@
 
 #include "hit_pair_body.hpp"
 
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 
@@ -24,8 +26,13 @@ void run(std::size_t events, long pairs) {
 }
 
 int main(int argc, char** argv) {
-    if (argc != 4) return 2;
-    const int pool = std::stoi(argv[1]);
+    const int pool = argc == 4 ? std::atoi(argv[1]) : -1;
+    if (pool < 0 || pool > 2) {
+        std::fprintf(stderr,
+                     "usage: hit_pair_instructions POOL EVENTS PAIRS (POOL 0 NoLock, 1 SingleMutex, "
+                     "2 ThreadCached<8>; EVENTS 0: no history)\n");
+        return 2;
+    }
     const std::size_t events = std::stoul(argv[2]);
     const long pairs = std::stol(argv[3]);
     if (pool == 0) run<P<NoLock>>(events, pairs);

@@ -15,6 +15,7 @@ count() {  # binary pool events pairs
   valgrind --tool=callgrind --callgrind-out-file="$work/cg.out" --toggle-collect='void hit_pair_body*' "$@" 2>&1 |
     sed -n 's/.*Collected : \([0-9]*\).*/\1/p'
 }
+names=(nolock single tc)  # hit_pair_instructions.cpp's POOL 0, 1, 2
 for tree in ${TREES:-} after=$PWD; do
   side=${tree%%=*}; src=${tree#*=}
   ${CXX:-g++} -std=c++20 -O3 -DNDEBUG -I"$src/include" -I"$src/policies" -I"$src/backends" \
@@ -24,7 +25,7 @@ for tree in ${TREES:-} after=$PWD; do
     for pool in 0 1 2; do
       a=$(count "$work/$side" "$pool" "$h" 6400)
       b=$(count "$work/$side" "$pool" "$h" 12800)
-      line="$line $(echo "nolock single tc" | cut -d' ' -f$((pool + 1))) $(( (b - a) / 6400 ))"
+      line="$line ${names[pool]} $(( (b - a) / 6400 ))"
     done
     echo "$line"
   done
