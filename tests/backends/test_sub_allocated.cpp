@@ -204,10 +204,12 @@ TEST_CASE("a failed sub-range falls back to a whole buffer and is counted") {
     std::memset(h.buffer().data(), 0xab, h.nbytes());  // usable memory (ASan checks the bounds)
     auto s = pool.stats();
     CHECK(s.sub_buffer_fallbacks == 1);
+    CHECK(s.sub_buffers_made == 0);  // the failed call made none
     CHECK(s.segment_free_bytes == s.segment_bytes);  // the carved range went back
     ledger->fail_sub_ranges = false;
     auto g = pool.allocate(5000);
     CHECK_FALSE(g.buffer().is_fallback());
+    CHECK(pool.stats().sub_buffers_made == 1);
     h.release();
     g.release();
     pool.trim();
@@ -222,6 +224,7 @@ TEST_CASE("a fallback whose whole buffer the driver refuses is not counted as a 
     CHECK_THROWS_AS((void)pool.allocate(1000), out_of_memory);
     const auto s = pool.stats();
     CHECK(s.sub_buffer_fallbacks == 0);  // no block was served as a whole buffer
+    CHECK(s.sub_buffers_made == 0);
     CHECK(s.segment_allocations == static_cast<std::uint64_t>(ledger->allocations.load()));
     ledger->capacity = -1;
     auto h = pool.allocate(1000);  // now the whole buffer comes

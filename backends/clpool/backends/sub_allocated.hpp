@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <bit>
 #include <concepts>
 #include <cstddef>
@@ -149,7 +150,6 @@ public:
             --cached;
         }
         if (hit) ++reused;
-        else ++made;
         return hit;
     }
 
@@ -172,7 +172,7 @@ public:
     // Under space.mutex():
     std::uint64_t fallbacks = 0;
     std::uint64_t reused = 0;  // carves served by a kept view
-    std::uint64_t made = 0;    // carves that asked the parent for a view (clCreateSubBuffer)
+    std::atomic<std::uint64_t> made{0};  // views the parent made (clCreateSubBuffer); counted without the lock
     std::size_t cached = 0;    // views kept now
     std::uint64_t clock = 0;
     const std::uint32_t generation;
@@ -380,7 +380,7 @@ public:
         s.largest_free_block = space.largest_free();
         s.segment_allocations = space.segment_allocations() + shared_->fallbacks;
         s.sub_buffer_fallbacks = shared_->fallbacks;
-        s.sub_buffers_made = shared_->made;
+        s.sub_buffers_made = shared_->made.load(std::memory_order_relaxed);
         s.sub_buffers_reused = shared_->reused;
         s.sub_buffers_cached = shared_->cached;
     }
@@ -555,8 +555,10 @@ private:
             if (hit) return {memory_type(std::move(kept), shared_, r, bytes), AllocStatus::ok, 0};
         }
         auto view = parent_.sub_range(r->seg->memory, r->offset, bytes);
-        if (view.status == AllocStatus::ok)
+        if (view.status == AllocStatus::ok) {
+            shared_->made.fetch_add(1, std::memory_order_relaxed);  // a failed call made none
             return {memory_type(std::move(view.memory), shared_, r, bytes), AllocStatus::ok, 0};
+        }
         {
             std::lock_guard lock(shared_->space.mutex());
             shared_->space.give(r);
