@@ -3,6 +3,7 @@
 
 #include <clpool/backends/opencl.hpp>
 #include <clpool/backends/detail/pinned_ranges.hpp>
+#include <clpool/core/detail/release_in_place.hpp>
 
 #include <cstddef>
 #include <mutex>
@@ -73,9 +74,8 @@ public:
             host_ = nullptr;
         }
         bytes_ = 0;
-        // Moved out and dropped: a destructor releases without CL-HPP's error handler (which may throw).
-        { const cl::Buffer doomed_buffer = std::move(buffer_); }
-        { const cl::CommandQueue doomed_queue = std::move(queue_); }
+        detail::discard(buffer_);
+        detail::discard(queue_);
     }
 
 private:

@@ -5,6 +5,7 @@
 #include <clpool/backends/mapped_buffer.hpp>
 #include <clpool/backends/opencl.hpp>
 #include <clpool/backends/detail/pinned_ranges.hpp>
+#include <clpool/core/detail/release_in_place.hpp>
 
 #include <algorithm>
 #include <cstddef>
@@ -25,7 +26,7 @@ public:
         : buffer_(std::move(o.buffer_)), host_(std::exchange(o.host_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
     MappedRange& operator=(MappedRange&& o) noexcept {
         if (this != &o) {
-            buffer_ = std::move(o.buffer_);
+            detail::replace(buffer_, std::move(o.buffer_));
             host_ = std::exchange(o.host_, nullptr);
             bytes_ = std::exchange(o.bytes_, 0);
         }

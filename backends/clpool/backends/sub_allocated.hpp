@@ -8,6 +8,7 @@
 #include <clpool/core/snapshot.hpp>
 #include <clpool/core/stats.hpp>
 #include <clpool/core/detail/process_state.hpp>
+#include <clpool/core/detail/release_in_place.hpp>
 
 #include <algorithm>
 #include <array>
@@ -124,7 +125,7 @@ public:
             if (slots[i].stamp < victim->stamp) victim = &slots[i];
         }
         if (victim->bytes != 0) --cached;
-        victim->view = std::move(view);  // releases the view it replaces
+        detail::replace(victim->view, std::move(view));  // releases the view it replaces
         victim->offset = r->offset;
         victim->bytes = bytes;
         victim->stamp = ++clock;
@@ -144,7 +145,7 @@ public:
                 found = std::move(slot.view);
                 hit = true;
             } else {
-                slot.view = view_type();
+                detail::discard(slot.view);
             }
             slot.bytes = 0;
             --cached;
@@ -230,7 +231,7 @@ private:
         if (range_) {
             if (detail::same_process(arena_->generation)) {  // a fork parent's arena: leave it alone
                 // None kept: the view goes before its range, outside the lock.
-                if (arena_->cached_limit == 0) static_cast<view_type&>(*this) = view_type();
+                if (arena_->cached_limit == 0) detail::discard(static_cast<view_type&>(*this));
                 std::lock_guard lock(arena_->space.mutex());
                 if (arena_->cached_limit != 0)
                     arena_->keep_view(range_, std::move(static_cast<view_type&>(*this)), view_bytes_);
@@ -238,8 +239,8 @@ private:
             }
             range_ = nullptr;
         }
-        static_cast<view_type&>(*this) = view_type();
-        own_ = typename B::memory_type();
+        detail::discard(static_cast<view_type&>(*this));
+        detail::discard(own_);
         arena_.reset();  // the last block of a gone pool frees the segments
     }
 
@@ -427,7 +428,7 @@ private:
         if (!detail::same_process(shared_->generation)) return;
         std::lock_guard lock(shared_->space.mutex());
         shared_->space.for_each_segment([&](typename arena_type::segment& seg) {
-            shared_->drop_views(seg, [](typename B::sub_memory_type&& v) { v = typename B::sub_memory_type(); });
+            shared_->drop_views(seg, [](typename B::sub_memory_type&& v) { detail::discard(v); });
         });
     }
 
