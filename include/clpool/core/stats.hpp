@@ -45,7 +45,7 @@ struct PoolStats {
                                            // carve their own segments: one this large may need a new one)
     std::uint64_t segment_allocations = 0;   // driver allocations for segments (misses not carved)
     std::uint64_t sub_buffer_fallbacks = 0;  // blocks served as whole buffers: the sub-buffer failed
-    std::uint64_t sub_buffers_made = 0;      // views made for carves (OpenCL: clCreateSubBuffer calls that succeeded)
+    std::uint64_t sub_buffers_made = 0;      // views made for carves (OpenCL: successful clCreateSubBuffer)
     std::uint64_t sub_buffers_reused = 0;    // carves served by an idle view kept in the segment: no driver call
     std::size_t sub_buffers_cached = 0;      // idle views kept in the segments now
 
