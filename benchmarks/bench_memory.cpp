@@ -19,13 +19,18 @@
 //                  peak moves by a tenth with the draw, so compare policies on these
 // The pool runs on a backend that allocates nothing, so the mixes can reach
 // gigabytes on any machine.
+// `bench_memory --write-churn-traces DIR` writes each mix's churn, every seed, as a clpool trace
+// (churn_<mix>_seed<S>.trace) instead, for a replay through other allocators.
 #include "common/phantom_backend.hpp"
 #include "common/setup.hpp"
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <fstream>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 using namespace clpool;
@@ -92,31 +97,44 @@ struct ChurnResult {
 
 // Churn, as an engine's step loop: each of 40 iterations makes the same
 // 256 requests (a fixed draw from the mix), in an order shuffled anew each
-// time, each replacing a random one of 64 live handles.
-template <class P>
-ChurnResult churn(const std::vector<std::size_t>& sizes, std::uint64_t seed) {
-    P pool{PhantomBackend{}};
+// time, each replacing a random one of 64 live handles. request(slot, n) for
+// each, in order; iteration_done(i) after each iteration.
+constexpr std::size_t churn_slots = 64;
+template <class Request, class IterationDone>
+void churn_requests(const std::vector<std::size_t>& sizes, std::uint64_t seed, Request&& request,
+                    IterationDone&& iteration_done) {
     std::mt19937_64 rng(seed);
     std::vector<std::size_t> step_sizes(256);
     for (auto& n : step_sizes) n = sizes[rng() % sizes.size()];
-    std::vector<typename P::handle> ws(64);
-    std::size_t live_requested = 0, peak_requested = 0;
-    std::uint64_t allocations = 0, first_allocations = 0, first_driver = 0;
     for (int iteration = 0; iteration < 40; ++iteration) {
         std::shuffle(step_sizes.begin(), step_sizes.end(), rng);
-        for (std::size_t n : step_sizes) {
-            auto& h = ws[rng() % ws.size()];
+        for (std::size_t n : step_sizes) request(static_cast<std::size_t>(rng() % churn_slots), n);
+        iteration_done(iteration);
+    }
+}
+
+template <class P>
+ChurnResult churn(const std::vector<std::size_t>& sizes, std::uint64_t seed) {
+    P pool{PhantomBackend{}};
+    std::vector<typename P::handle> ws(churn_slots);
+    std::size_t live_requested = 0, peak_requested = 0;
+    std::uint64_t allocations = 0, first_allocations = 0, first_driver = 0;
+    churn_requests(
+        sizes, seed,
+        [&](std::size_t slot, std::size_t n) {
+            auto& h = ws[slot];
             live_requested -= h.nbytes();
             h = pool.allocate(n);
             ++allocations;
             live_requested += h.nbytes();
             peak_requested = std::max(peak_requested, live_requested);
-        }
-        if (iteration == 0) {
-            first_allocations = allocations;
-            first_driver = driver_allocations_of(pool.stats());
-        }
-    }
+        },
+        [&](int iteration) {
+            if (iteration == 0) {
+                first_allocations = allocations;
+                first_driver = driver_allocations_of(pool.stats());
+            }
+        });
     ws.clear();
     const auto cs = pool.stats();
     const std::uint64_t driver_allocations = driver_allocations_of(cs);
@@ -168,9 +186,46 @@ void memory(benchmark::State& state, std::vector<std::size_t> (*make_mix)()) {
     state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(sizes.size()));
 }
 
+// The churn as a clpool trace (docs/TRACE_FORMAT.md), in the order the pool
+// sees it: the new buffer is made, then the one it replaces goes. One event per
+// microsecond; one context, CL_MEM_READ_WRITE. For a replay through other
+// allocators (benchmarks/gpu/replay_vs_torch.py).
+bool write_churn_trace(const std::string& path, const std::vector<std::size_t>& sizes, std::uint64_t seed) {
+    std::ofstream out(path);
+    out << "clpool-trace 1\n# bench_memory churn, seed " << seed << "\n";
+    std::vector<std::uint64_t> live(churn_slots, 0);  // each slot's buffer id; 0: none
+    std::uint64_t next_id = 1, t = 0;
+    churn_requests(
+        sizes, seed,
+        [&](std::size_t slot, std::size_t n) {
+            out << (t += 1000) << " alloc " << next_id << " 0x1 0x1 " << n << "\n";
+            if (live[slot]) out << (t += 1000) << " free " << live[slot] << "\n";
+            live[slot] = next_id++;
+        },
+        [](int) {});
+    for (std::uint64_t id : live)
+        if (id) out << (t += 1000) << " free " << id << "\n";
+    return static_cast<bool>(out);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+    // bench_memory --write-churn-traces DIR: the churn of each mix and seed as a trace, and nothing else.
+    if (argc == 3 && std::string(argv[1]) == "--write-churn-traces") {
+        const std::pair<const char*, std::vector<std::size_t> (*)()> mixes[] = {{"tensors", tensor_mix},
+                                                                                {"loguniform", loguniform_mix}};
+        for (const auto& [name, make_mix] : mixes)
+            for (const std::uint64_t seed : {7, 1, 2, 3, 4, 5, 6, 8, 9, 10, 11, 12, 13, 14, 15, 16}) {
+                const std::string path =
+                    std::string(argv[2]) + "/churn_" + name + "_seed" + std::to_string(seed) + ".trace";
+                if (!write_churn_trace(path, make_mix(), seed)) {
+                    std::fprintf(stderr, "bench_memory: cannot write %s\n", path.c_str());
+                    return 1;
+                }
+            }
+        return 0;
+    }
     benchmark::RegisterBenchmark("memory/PowerOfTwo/tensors", memory<Bucketed<PowerOfTwoBuckets>>, tensor_mix);
     benchmark::RegisterBenchmark("memory/FixedSet/tensors", memory<Bucketed<FixedSetBuckets>>, tensor_mix);
     benchmark::RegisterBenchmark("memory/Arena/tensors", memory<Arena>, tensor_mix);
