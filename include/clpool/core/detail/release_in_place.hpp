@@ -1,6 +1,7 @@
 // discard / replace: let go of an owned handle (a cl::Buffer) in code that must not throw.
 #pragma once
 
+#include <type_traits>
 #include <utility>
 
 namespace clpool::detail {
@@ -19,7 +20,7 @@ void discard(T& x) noexcept {
 
 // x's object released, then x takes v's.
 template <class T>
-void replace(T& x, T&& v) noexcept {
+void replace(T& x, std::type_identity_t<T>&& v) noexcept {  // v: an rvalue of T, not deduced
     discard(x);
     x = std::move(v);
 }
