@@ -318,6 +318,7 @@ public:
 
     // From the free ranges only; out_of_memory when none fits.
     Allocation<memory_type> allocate_held(std::size_t n, MemoryKind kind) noexcept {
+        if (n > max_alloc_) return {memory_type(), AllocStatus::failed, 0};  // the arena's rounding would wrap
         auto& space = shared_->space;
         const std::size_t rounded = space.round(n);
         typename arena_type::range* r = nullptr;
@@ -335,6 +336,7 @@ public:
     // hold the request (the pool asked allocate_held), and keeping them then
     // would only raise the peak beyond what is live.
     Allocation<memory_type> allocate(std::size_t n, MemoryKind kind) noexcept {
+        if (n > max_alloc_) return {memory_type(), AllocStatus::failed, 0};
         auto& space = shared_->space;
         const std::size_t rounded = space.round(n);
         // Pinned memory starts at full-size segments: each pinned allocation costs about 1 ms
