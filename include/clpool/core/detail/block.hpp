@@ -13,6 +13,13 @@
 
 namespace clpool::detail {
 
+// A number per block made in this process, in its high 32 bits: the start of
+// its history_events. One relaxed add per driver allocation.
+inline std::uint64_t next_block_life() noexcept {
+    static constinit std::atomic<std::uint64_t> lives{0};
+    return lives.fetch_add(1, std::memory_order_relaxed) << 32;
+}
+
 #ifdef NDEBUG
 using link_mode = boost::intrusive::link_mode<boost::intrusive::normal_link>;
 #else
@@ -42,6 +49,7 @@ struct block {
     // handout_seq alone, next to the hot fields above; the rest is written on
     // a miss or by set_tag.
     std::uint64_t handout_seq = 0; // its stripe's hand-outs up to its last one from the shared lists
+    std::uint32_t uses = 0;        // its hand-outs from the shared lists, the first included
     std::vector<Event> events;     // pending: reuse after these complete (capacity kept across reuses)
     // Handle::set_tag's, valid while tag_seq == handout_seq. Atomic (relaxed:
     // plain loads and stores) because a holder may set it, unlocked, while a
@@ -50,10 +58,12 @@ struct block {
     std::atomic<const char*> tag{nullptr};
     std::atomic<std::uint64_t> tag_seq{0};  // handout_seq when the tag was set: a hit need not clear the tag
     std::uint64_t made_ns = 0;     // steady clock when the driver made it
-    // Its history events so far (history_ring.hpp orders a buffer's events by
-    // it). Written by whoever records an event of it, under that event's lock;
-    // a buffer's events never race (its holder alone releases it).
-    std::uint32_t history_events = 0;
+    // Its history events so far, above a number of its own in the high 32
+    // bits (history_ring.hpp orders a buffer's events by it): a buffer made
+    // later at a freed one's address, so with its id, orders after it.
+    // Written by whoever records an event of it, under that event's lock; a
+    // buffer's events never race (its holder alone releases it).
+    std::uint64_t history_events = next_block_life();
     // Where its current (or last) holder allocated it; only while a history
     // records call sites (history_ring.hpp). Made on its first such hand-out.
     call_site* site = nullptr;

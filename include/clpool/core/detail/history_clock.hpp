@@ -44,7 +44,7 @@ public:
         const std::uint32_t mine = fork_generation() + 1;  // 0: no ticker in any generation
         std::uint32_t seen = ticker_generation_.load(std::memory_order_acquire);
         if (seen == mine) return true;
-        coarse_.store(steady_ns(), std::memory_order_relaxed);  // fresh before any caller's next event
+        raise_to(steady_ns());  // fresh before any caller's next event
         if (!ticker_generation_.compare_exchange_strong(seen, mine, std::memory_order_acq_rel))
             return seen == mine;  // another thread started it
         try {
@@ -60,9 +60,16 @@ public:
 private:
     static void tick(std::uint32_t generation) noexcept {
         while (ticker_generation_.load(std::memory_order_relaxed) == generation) {
-            coarse_.store(steady_ns(), std::memory_order_relaxed);
+            raise_to(steady_ns());
             std::this_thread::sleep_for(period);
         }
+    }
+
+    // Sets the time to t unless it is already later: a caller of start() that
+    // read the clock before the ticker's last store must not take time back.
+    static void raise_to(std::uint64_t t) noexcept {
+        std::uint64_t seen = coarse_.load(std::memory_order_relaxed);
+        while (seen < t && !coarse_.compare_exchange_weak(seen, t, std::memory_order_relaxed)) {}
     }
 
     // Trivially destructible globals: the detached ticker may outlive main().

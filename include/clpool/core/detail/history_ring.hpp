@@ -47,7 +47,7 @@ struct history_slot {
     HistoryAction action;
     bool hit;
     bool exact;  // of the exact-size bucket (bucket_size 0)
-    std::uint32_t of_buffer;  // the buffer's own event count (block::history_events); 0 for trim and oom
+    std::uint64_t of_buffer;  // the buffer's life and event count (block::history_events); 0 for trim and oom
 };
 
 // The newest `capacity` events of one writer, which records under a lock it
@@ -88,7 +88,7 @@ public:
     }
 
     // One event, in full (trim, oom and the rare cases of the above).
-    void record(HistoryAction action, bool hit, std::uintptr_t id, std::uint32_t of_buffer, std::size_t requested,
+    void record(HistoryAction action, bool hit, std::uintptr_t id, std::uint64_t of_buffer, std::size_t requested,
                 std::size_t held, bool exact, const char* tag, const call_site* site) noexcept {
         put({history_clock::now(), thread_order::next(), id, requested, held, tag, action, hit, exact, of_buffer},
             site);
@@ -176,9 +176,10 @@ private:
     // [starts[r], starts[r+1])) into `out`: a topological order (Kahn's) of
     // three chains, each a true order of what happened: a ring's (where it
     // is in one order; else only between one thread's events), a thread's,
-    // and a buffer's. Ties go to the earlier ring. Should the chains disagree
-    // (a thread number reused after 2^24 threads, or a buffer's count
-    // wrapped), the rest of the tick follows in ring order.
+    // and a buffer's (its id, then its life and event count: a buffer made at
+    // a freed one's address orders after it). Ties go to the earlier ring.
+    // Should the chains disagree (a thread number reused after 2^24 threads,
+    // a buffer with 2^32 events), the rest of the tick follows in ring order.
     template <class Slot>
     static void order_tick(const std::vector<std::size_t>& tick, const std::vector<std::size_t>& starts,
                            const std::vector<bool>& one_order, Slot& slot, std::vector<std::size_t>& out) {
@@ -386,7 +387,7 @@ private:
         s.hit = packed_slot::hit_of(p.requested_and_flags);
         s.exact = packed_slot::exact_of(p.requested_and_flags);
         s.tag = (p.requested_and_flags >> packed_slot::tag_bit) & 1 ? tag : nullptr;
-        s.of_buffer = static_cast<std::uint32_t>(p.of_buffer);
+        s.of_buffer = p.of_buffer;
         return s;
     }
 
@@ -394,7 +395,8 @@ private:
 
     // The tag of the event going into slot next_; lost if no room can be made for tags.
     [[gnu::noinline]] void keep_tag(const char* tag) noexcept {
-        if (!tags_) tags_.reset(new (std::nothrow) const char*[capacity_]);
+        if (!tags_)
+            tags_.reset(new (std::nothrow) const char*[capacity_]());  // null: an earlier slot whose tag was lost
         if (tags_) tags_[next_] = tag;
     }
 
