@@ -111,6 +111,17 @@ TEST_CASE("snapshot: the logical hand-out clock orders the last hand-outs") {
     CHECK(first.handouts_since == 1);
 }
 
+// Before, nothing set BufferInfo::uses: every buffer said 0, in the JSON too.
+TEST_CASE("snapshot: a buffer's uses count its hand-outs from the shared lists, the first included") {
+    auto pool = make_pool<MockPool<PowerOfTwoBuckets, DeviceLocal, Unlimited, SingleMutex>>();
+    pool->allocate(256).release();  // made: the first use
+    auto h = pool->allocate(256);   // a hit of the same buffer: the second
+    const auto snap = pool->snapshot();
+    REQUIRE(snap.buffers.size() == 1);
+    CHECK(snap.buffers[0].uses == 2);
+    CHECK(to_json(snap).find("\"uses\":2") != std::string::npos);
+}
+
 TEST_CASE("to_json writes the versioned schema with every buffer, and escapes tags") {
     auto pool = make_pool<MockPool<PowerOfTwoBuckets, DeviceLocal, Unlimited, SingleMutex>>();
     auto a = pool->allocate(64);

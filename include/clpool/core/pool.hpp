@@ -201,6 +201,7 @@ public:
                 info.made_ns = b.made_ns;
                 info.handout_seq = b.handout_seq;
                 info.handouts_since = seq - b.handout_seq;
+                info.uses = b.uses;
                 if (const char* tag = b.current_tag()) info.tag = tag;
                 info.id = reinterpret_cast<std::uintptr_t>(&b);
                 if constexpr (traits::sub_allocates)

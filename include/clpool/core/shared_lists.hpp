@@ -120,6 +120,7 @@ public:
         idle_total_.sub(b->bucket_bytes);
         b->requested = nbytes;
         b->handout_seq = s.counters.hits + s.counters.misses;  // a logical clock: no clock read on a hit
+        ++b->uses;
         s.in_use.push_back(*b);
         if (s.history) [[unlikely]]
             b = s.history->note_alloc(*b, nbytes, true, b->bucket == exact_bucket, site);
@@ -134,6 +135,7 @@ public:
         s.counters.on_create(buckets_[b.bucket].counts, b.bucket_bytes, nbytes);
         b.requested = nbytes;
         b.handout_seq = s.counters.hits + s.counters.misses;
+        ++b.uses;
         s.in_use.push_back(b);
         if (s.history) s.history->note_alloc(b, nbytes, false, b.bucket == exact_bucket, site);
     }
