@@ -3,7 +3,7 @@
 
 #include <clpool/core/errors.hpp>
 
-#include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -20,14 +20,17 @@ namespace clpool::config {
 // A positive decimal number of GiB (fractions allowed), at most 1 PiB.
 inline std::uint64_t parse_gib(std::string_view name, std::string_view text) {
     const std::string s(text);
-    char* end = nullptr;
-    errno = 0;
-    // Plain decimal only: strtod alone would also take spaces, signs, hex and exponents.
+    // Plain decimal only, with a point whatever the program's locale (from_chars, not strtod,
+    // which reads LC_NUMERIC and would also take spaces, signs, hex and exponents).
     const bool decimal = !s.empty() && s[0] != '.' && s.find_first_not_of("0123456789.") == std::string::npos &&
                          s.find('.') == s.rfind('.');
-    const double gib = decimal ? std::strtod(s.c_str(), &end) : std::nan("");
-    if (!decimal || errno != 0 || end != s.c_str() + s.size() || !std::isfinite(gib) || gib < 0 ||
-        gib > 1024.0 * 1024.0) {
+    double gib = std::nan("");
+    const char* const last = s.data() + s.size();
+    const bool parsed = decimal && [&] {
+        const auto [end, ec] = std::from_chars(s.data(), last, gib, std::chars_format::fixed);
+        return ec == std::errc{} && end == last;
+    }();
+    if (!parsed || !std::isfinite(gib) || gib < 0 || gib > 1024.0 * 1024.0) {
         throw config_error("clpool: " + std::string(name) + "='" + s +
                            "' is not a number of GiB between 0 and 1048576 (e.g. 4 or 0.5)");
     }
@@ -96,11 +99,19 @@ inline bool async_h2d() {
     return s.get();
 }
 
+// Digits as written less their leading zeros ("0" for zeros only): what a length check may count.
+inline std::string_view without_leading_zeros(std::string_view digits) noexcept {
+    const auto first = digits.find_first_not_of('0');
+    return first == std::string_view::npos ? digits.substr(digits.empty() ? 0 : digits.size() - 1)
+                                           : digits.substr(first);
+}
+
 // A whole number of milliseconds, 0 to 86400000 (a day).
 inline std::uint64_t parse_milliseconds(std::string_view name, std::string_view text) {
     const std::string s(text);
-    const bool digits = !s.empty() && s.size() <= 9 && s.find_first_not_of("0123456789") == std::string::npos;
-    const std::uint64_t ms = digits ? std::stoull(s) : 0;
+    const std::string_view significant = without_leading_zeros(s);
+    const bool digits = !s.empty() && significant.size() <= 9 && s.find_first_not_of("0123456789") == std::string::npos;
+    const std::uint64_t ms = digits ? std::stoull(std::string(significant)) : 0;
     if (!digits || ms > 86400000)
         throw config_error("clpool: " + std::string(name) + "='" + s +
                            "' is not a whole number of milliseconds between 0 and 86400000 (e.g. 5000)");
@@ -121,8 +132,8 @@ inline std::string parse_device_spec(std::string_view name, std::string_view tex
     const auto first = text.find_first_not_of(" \t");
     const auto last = text.find_last_not_of(" \t");
     if (first == std::string_view::npos)
-        throw config_error("clpool: " + std::string(name) +
-                           "='' is empty; use auto, gpu, cpu, accelerator, host, an index such as 0 or 1:0, "
+        throw config_error("clpool: " + std::string(name) + "='" + std::string(text) +
+                           "' is empty; use auto, gpu, cpu, accelerator, host, an index such as 0 or 1:0, "
                            "platform:NAME or device:NAME (docs/DEVICES.md)");
     return std::string(text.substr(first, last - first + 1));
 }

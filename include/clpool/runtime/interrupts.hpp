@@ -57,6 +57,7 @@ struct interrupt_handler {
     static constexpr unsigned int_bit = 1u, term_bit = 2u;
     static_assert(std::atomic<unsigned>::is_always_lock_free);
     struct sigaction previous_int{}, previous_term{};
+    std::uint32_t generation = 0;  // the process that installed it (its watchdog runs there only)
 
     static std::atomic<interrupt_handler*>& current() noexcept {
         static std::atomic<interrupt_handler*> h{nullptr};
@@ -67,6 +68,11 @@ struct interrupt_handler {
     static void on_signal(int sig) noexcept {
         interrupt_handler* h = current().load(std::memory_order_acquire);
         if (!h) return;
+        if (sig == SIGTERM && h->generation != fork_generation()) {  // a fork child: no watchdog to wake
+            sigaction(SIGTERM, &h->previous_term, nullptr);
+            raise(SIGTERM);  // delivered with the previous disposition once this handler returns
+            return;
+        }
         if (sig == SIGINT && interrupt_flag.exchange(true, std::memory_order_acq_rel))
             _exit(h->options.exit_code);  // second Ctrl+C: leave now, the OS reclaims device memory
         h->pending.fetch_or(sig == SIGINT ? int_bit : term_bit, std::memory_order_acq_rel);
@@ -77,7 +83,7 @@ struct interrupt_handler {
     bool drain() noexcept {
 #ifdef CLPOOL_HAS_OPENCL
         static const std::atomic<bool> never{false};
-        const auto deadline = std::chrono::steady_clock::now() + options.grace;
+        const wait_budget left(options.grace);
         auto* qr = queue_registry::existing();
         if (!qr) return true;
         std::vector<cl_command_queue> qs;
@@ -89,8 +95,7 @@ struct interrupt_handler {
         for (auto q : qs) {
             WaitOptions w;
             w.stop = &never;
-            w.timeout = std::max(std::chrono::nanoseconds(0),
-                                 std::chrono::nanoseconds(deadline - std::chrono::steady_clock::now()));
+            w.timeout = left.left();
             if (finish_interruptible(q, w) != WaitStatus::complete) return false;
         }
 #endif
@@ -134,13 +139,15 @@ struct interrupt_handler {
 // clpool installs nothing unless this is called. Returns false if a handler
 // was already installed (the first options stay). Throws std::system_error
 // if the watchdog thread cannot start. In a fork child the watchdog is
-// gone: a first Ctrl+C only sets the flag, a second still exits.
+// gone: a first Ctrl+C only sets the flag, a second still exits, and a
+// SIGTERM goes straight to the previous disposition.
 inline bool install_interrupt_handler(const InterruptHandlerOptions& options = {}) {
     static std::mutex m;
     std::lock_guard lock(m);
     if (detail::interrupt_handler::current().load()) return false;
     auto* h = new detail::interrupt_handler;  // never destroyed: signals may come until the end
     h->options = options;
+    h->generation = detail::birth_generation();
     sem_init(&h->wake, 0, 0);
     std::thread([h] { h->run(); }).detach();
     detail::interrupt_handler::current().store(h, std::memory_order_release);

@@ -30,6 +30,29 @@ constexpr const char* to_string(WaitStatus s) noexcept {
     }
 }
 
+namespace detail {
+// The time left of a budget started now, for WaitOptions::timeout as the
+// budget runs down: a budget too long for the clock (milliseconds::max(),
+// "as long as it takes") never runs out, where now + budget would overflow.
+class wait_budget {
+public:
+    explicit wait_budget(std::chrono::milliseconds budget) noexcept
+        : forever_(budget >= std::chrono::duration_cast<std::chrono::milliseconds>(
+                                 std::chrono::steady_clock::time_point::max() - std::chrono::steady_clock::now())),
+          deadline_(forever_ ? std::chrono::steady_clock::time_point::max()
+                             : std::chrono::steady_clock::now() + budget) {}
+    std::chrono::nanoseconds left() const noexcept {
+        if (forever_) return std::chrono::nanoseconds::max();
+        return std::max(std::chrono::nanoseconds(0),
+                        std::chrono::nanoseconds(deadline_ - std::chrono::steady_clock::now()));
+    }
+
+private:
+    bool forever_;
+    std::chrono::steady_clock::time_point deadline_;
+};
+}  // namespace detail
+
 struct WaitOptions {
     // Checked between polls; nullptr: clpool's flag (interrupt_requested()).
     const std::atomic<bool>* stop = nullptr;

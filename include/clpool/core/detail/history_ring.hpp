@@ -487,8 +487,10 @@ private:
 // CLPOOL_HISTORY: a whole number of events, 0 (off) to max_history_events.
 inline std::size_t parse_history_events(std::string_view name, std::string_view text) {
     const std::string s(text);
-    const bool digits = !s.empty() && s.size() <= 9 && s.find_first_not_of("0123456789") == std::string::npos;
-    const std::size_t n = digits ? std::stoull(s) : 0;
+    const auto first = s.find_first_not_of('0');  // leading zeros do not count towards the length
+    const std::size_t significant = first == std::string::npos ? 1 : s.size() - first;
+    const bool digits = !s.empty() && significant <= 9 && s.find_first_not_of("0123456789") == std::string::npos;
+    const std::size_t n = digits ? std::stoull(first == std::string::npos ? std::string("0") : s.substr(first)) : 0;
     if (!digits || n > max_history_events)
         throw config_error("clpool: " + std::string(name) + "='" + s +
                            "' is not a whole number of events between 0 and " + std::to_string(max_history_events) +

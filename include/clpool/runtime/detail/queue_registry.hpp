@@ -106,15 +106,14 @@ public:
     // clFinish): a queue still busy after that is left, counted, and named on
     // stderr. Returns the number of queues left or failed. Never throws.
     std::size_t finish_all_within(std::chrono::milliseconds budget) noexcept {
-        const auto deadline = std::chrono::steady_clock::now() + budget;
+        const wait_budget left(budget);
         const auto qs = retained_copy();
         static const std::atomic<bool> never{false};
         std::size_t failed = 0, busy = 0;
         for (auto q : qs) {
             WaitOptions w;
             w.stop = &never;
-            w.timeout = std::max(std::chrono::nanoseconds(0),
-                                 std::chrono::nanoseconds(deadline - std::chrono::steady_clock::now()));
+            w.timeout = left.left();
             const auto status = busy ? WaitStatus::timed_out : finish_interruptible(q, w);
             busy += status == WaitStatus::timed_out;
             failed += status == WaitStatus::failed;

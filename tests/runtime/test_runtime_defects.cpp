@@ -1,0 +1,170 @@
+// runtime/: settings parsed as documented whatever the program's locale or leading zeros, waits
+// whose budget is "as long as it takes", and SIGTERM in a fork child. Each case failed before its fix.
+#include <clpool/clpool.hpp>
+#include <clpool/devices/device_handle.hpp>
+#include <clpool/runtime/config.hpp>
+#include <clpool/runtime/interrupts.hpp>
+#include <clpool/runtime/shutdown.hpp>
+#include <clpool/runtime/waits.hpp>
+
+#include "sanitizers.hpp"
+
+#ifdef CLPOOL_HAS_OPENCL
+#include "opencl_env.hpp"
+#endif
+
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <clocale>
+#include <csignal>
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+using namespace clpool;
+
+namespace {
+
+std::string config_error_text(auto&& f) {
+    try {
+        f();
+    } catch (const config_error& e) {
+        return e.what();
+    }
+    return "(no config_error)";
+}
+
+}  // namespace
+
+// --- config.hpp --------------------------------------------------------------------------------
+
+// Before: parse_milliseconds (and CLPOOL_HISTORY's parse_history_events) refused any text
+// longer than 9 characters, so a value in range written with leading zeros was refused with
+// a message that said it was out of range.
+TEST_CASE("CLPOOL_EXIT_WAIT_MS with leading zeros is a number in range, not an error") {
+    CHECK_NOTHROW(CHECK(config::parse_milliseconds("CLPOOL_EXIT_WAIT_MS", "0000005000") == 5000));
+    CHECK_NOTHROW(CHECK(detail::parse_history_events("CLPOOL_HISTORY", "0000000100") == 100));
+}
+
+// The error for a blank CLPOOL_DEVICE names the value as set (before: '   ' was reported as '').
+TEST_CASE("a blank CLPOOL_DEVICE's error names the value as set") {
+    const std::string msg = config_error_text([] { (void)config::parse_device_spec("CLPOOL_DEVICE", "   "); });
+    CHECK(msg.find("CLPOOL_DEVICE='   '") != std::string::npos);
+}
+
+// Before: parse_gib used strtod, which follows LC_NUMERIC: in a program that calls
+// setlocale(LC_ALL, "") under a decimal-comma locale (de_DE, fr_FR, ...), every fractional
+// CLPOOL_MAX_CACHED_GB ("0.5") was refused. The locale is made here with localedef (Debian's
+// locales package, .ci/deps.d/locales.txt).
+TEST_CASE("CLPOOL_MAX_CACHED_GB=0.5 is accepted whatever the program's locale") {
+    const char* dir = "/tmp/clpool_test_locale";
+    setenv("LOCPATH", dir, 1);
+    if (access((std::string(dir) + "/de_DE.UTF-8").c_str(), F_OK) !=
+        0) {  // before any lookup: glibc keeps a failed one
+        const std::string cmd =
+            std::string("mkdir -p ") + dir + " && localedef -i de_DE -f UTF-8 " + dir + "/de_DE.UTF-8 >/dev/null 2>&1";
+        (void)std::system(cmd.c_str());
+    }
+    const char* got = std::setlocale(LC_NUMERIC, "de_DE.UTF-8");
+    unsetenv("LOCPATH");
+    REQUIRE_MESSAGE(got != nullptr, "no de_DE locale could be made (needs localedef and Debian's locales package)");
+    std::uint64_t bytes = 0;
+    const std::string msg = config_error_text([&] { bytes = config::parse_gib("CLPOOL_MAX_CACHED_GB", "0.5"); });
+    std::setlocale(LC_NUMERIC, "C");
+    CHECK(msg == "(no config_error)");
+    CHECK(bytes == (std::uint64_t{1} << 29));
+}
+
+#ifdef CLPOOL_HAS_OPENCL
+// --- runtime/detail/queue_registry.hpp, interrupts.hpp: waits with a huge budget -----------------
+
+namespace {
+// A queue of its own, held back by a user event that a thread opens after `delay`.
+struct BusyQueue {
+    cl::CommandQueue q;
+    cl_event gate = nullptr;
+    std::thread opener;
+    explicit BusyQueue(std::chrono::milliseconds delay) {
+        auto& env = test::OpenCLEnv::get();
+        cl_int err = CL_SUCCESS;
+        q = cl::CommandQueue(clCreateCommandQueue(env.context(), env.device(), 0, &err), false);
+        REQUIRE(err == CL_SUCCESS);
+        gate = clCreateUserEvent(env.context(), &err);
+        REQUIRE(err == CL_SUCCESS);
+        REQUIRE(clEnqueueMarkerWithWaitList(q(), 1, &gate, nullptr) == CL_SUCCESS);
+        clFlush(q());
+        opener = std::thread([this, delay] {
+            std::this_thread::sleep_for(delay);
+            clSetUserEventStatus(gate, CL_COMPLETE);
+        });
+    }
+    ~BusyQueue() {
+        opener.join();
+        clFinish(q());
+        clReleaseEvent(gate);
+    }
+};
+}  // namespace
+
+// Before: set_exit_wait(std::chrono::milliseconds::max()) ("as long as it takes") made
+// finish_all_within compute now + budget in nanoseconds, which overflowed (UB): the deadline
+// landed in the past and exit waited for nothing.
+TEST_CASE("an exit wait of milliseconds::max() waits for a busy queue instead of none") {
+    BusyQueue busy(std::chrono::milliseconds(200));
+    auto& reg = detail::queue_registry::instance();
+    reg.add(busy.q());
+    set_exit_wait(std::chrono::milliseconds::max());
+    const auto left = reg.finish_all_within(detail::exit_wait());
+    detail::exit_wait_override_ms.store(-1);  // back to CLPOOL_EXIT_WAIT_MS (negative: not set)
+    CHECK(left == 0);
+}
+
+#ifdef CLPOOL_HAS_INTERRUPT_HANDLER
+// Before: the Ctrl+C watchdog's drain() had the same overflow for a huge `grace`: it gave up
+// at once, and the first Ctrl+C _exited although the device would have finished.
+TEST_CASE("the Ctrl+C grace window of milliseconds::max() waits for a busy queue") {
+    BusyQueue busy(std::chrono::milliseconds(200));
+    detail::queue_registry::instance().add(busy.q());
+    detail::interrupt_handler h;
+    h.options.grace = std::chrono::milliseconds::max();
+    CHECK(h.drain());
+}
+#endif
+#endif  // CLPOOL_HAS_OPENCL
+
+// --- interrupts.hpp: SIGTERM in a fork child ------------------------------------------------------
+
+// Not under TSan: it forks a process whose watchdog thread runs, and TSan's
+// signal emulation in such a child does not deliver the re-raised SIGTERM
+// (as test_fork_locks.cpp, TSan does not support threads in that child).
+#if defined(CLPOOL_HAS_INTERRUPT_HANDLER) && !CLPOOL_TEST_TSAN
+// Before: the handler stays installed in a fork child, but its watchdog thread does not exist
+// there: on_signal only set a pending bit and posted a semaphore nobody waits on, so a
+// SIGTERM sent to the child was swallowed.
+TEST_CASE("a fork child of a process with the Ctrl+C handler still ends on SIGTERM") {
+    const pid_t outer = fork();
+    REQUIRE(outer >= 0);
+    if (outer == 0) {
+        // In a child of the test process, so the test process keeps its own signal dispositions.
+        install_interrupt_handler();
+        const pid_t inner = fork();
+        if (inner == 0) {
+            for (int i = 0; i < 30; ++i) usleep(100 * 1000);  // 3 s, unless SIGTERM ends it
+            _exit(0);
+        }
+        usleep(200 * 1000);
+        kill(inner, SIGTERM);
+        int st = 0;
+        waitpid(inner, &st, 0);
+        _exit(WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM ? 0 : 1);
+    }
+    int status = 0;
+    REQUIRE(waitpid(outer, &status, 0) == outer);
+    REQUIRE(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);  // 1: the grandchild ignored SIGTERM and ran to its end
+}
+#endif
