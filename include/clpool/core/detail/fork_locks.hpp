@@ -22,7 +22,7 @@ namespace clpool::detail {
 // later one while holding an earlier one, never the other way round.
 enum class fork_rank : int {
     interposer_state = 10,  // tools/interposer: held around pool calls
-    dropin_pools = 20,      // interop: held while it makes a pool and a queue
+    dropin_pools = 20,      // interop: held while it makes a pool
     copy_workers = 30,      // interop: the staging copy workers' job list
     private_queues = 40,    // backends: a backend's enqueue-and-wait on its own queue
     pinned_ranges = 50,     // backends: a map of host ranges, leaf

@@ -32,15 +32,17 @@ public:
     // the parent's and refuse work there, but find() and create() must answer).
     dropin_pools() noexcept { fork_locks::add_mutex(fork_rank::dropin_pools, mutex_); }
 
-    // A pooled buffer of `size` bytes (data copied from host_ptr with
-    // CL_MEM_COPY_HOST_PTR), with one reference for the caller; nullptr when
-    // the pool cannot serve the call (the caller asks the driver instead).
-    // Never throws. Cost: a hit is a pool pop and a clCreateSubBuffer.
-    // Calls the pool cannot serve unseen (poolable.hpp) get nullptr too.
+    // A pooled buffer of `size` bytes, with one reference for the caller;
+    // nullptr when the pool cannot serve the call (the caller asks the driver
+    // instead). Never throws. Cost: a hit is a pool pop and a clCreateSubBuffer.
+    // Calls the pool cannot serve unseen (poolable.hpp) get nullptr too, and so
+    // does CL_MEM_COPY_HOST_PTR: its data would be written on a queue of the
+    // pool's, which nothing orders after the commands a cached bucket's last
+    // owner may still have queued on the application's queue.
     cl_mem create(cl_context ctx, cl_mem_flags flags, std::size_t size, void* host_ptr) noexcept {
-        if (!poolable(flags, size, host_ptr)) return nullptr;
+        if (!poolable(flags, size, host_ptr) || (flags & CL_MEM_COPY_HOST_PTR) != 0) return nullptr;
         try {
-            auto [pool, writer] = slot(ctx, flags & ~CL_MEM_COPY_HOST_PTR);
+            dropin_pool* pool = slot(ctx, flags);
             auto held = std::make_unique<dropin_pool::handle>(pool->allocate(size));
             const cl_buffer_region region{0, size};
             cl_int err = CL_SUCCESS;
@@ -51,13 +53,6 @@ public:
                 return nullptr;
             }
             [[maybe_unused]] auto* owned_by_callback = held.release();
-            if (flags & CL_MEM_COPY_HOST_PTR) {
-                err = clEnqueueWriteBuffer(writer, sub, CL_TRUE, 0, size, host_ptr, 0, nullptr, nullptr);
-                if (err != CL_SUCCESS) {
-                    clReleaseMemObject(sub);
-                    return nullptr;
-                }
-            }
             return sub;
         } catch (...) {
             return nullptr;
@@ -77,7 +72,6 @@ private:
     struct per_context {
         cl::Context context;
         cl_device_id device = nullptr;
-        cl::CommandQueue writer;  // for CL_MEM_COPY_HOST_PTR data
         std::map<cl_mem_flags, std::unique_ptr<dropin_pool>> pools;
     };
 
@@ -85,20 +79,16 @@ private:
         delete static_cast<dropin_pool::handle*>(held);  // the bucket goes back to its pool
     }
 
-    std::pair<dropin_pool*, cl_command_queue> slot(cl_context ctx, cl_mem_flags key) {
+    dropin_pool* slot(cl_context ctx, cl_mem_flags key) {
         std::lock_guard lock(mutex_);
         auto& c = contexts_[ctx];
         if (!c.device) {
             c.context = cl::Context(ctx, true);
             c.device = opencl::context_devices(ctx)[0];
-            cl_int err = CL_SUCCESS;
-            cl_command_queue q = opencl::create_queue(ctx, c.device, &err);
-            opencl::check(err, "clCreateCommandQueue");
-            c.writer = cl::CommandQueue(q, false);
         }
         auto& p = c.pools[key];
         if (!p) p = std::make_unique<dropin_pool>(OpenCLBackend(c.context, c.device, key));
-        return {p.get(), c.writer()};
+        return p.get();
     }
 
     std::mutex mutex_;
