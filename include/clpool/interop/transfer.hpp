@@ -79,6 +79,9 @@ inline void validate_options(const TransferOptions& o) {
     if (o.staging_buffers < 2 || o.staging_buffers > 8)
         throw config_error("clpool: TransferOptions::staging_buffers=" + std::to_string(o.staging_buffers) +
                            " must be between 2 and 8");
+    if (o.copy_threads > 8)
+        throw config_error("clpool: TransferOptions::copy_threads=" + std::to_string(o.copy_threads) +
+                           " must be 0 (automatic) or between 1 and 8");
 }
 
 inline const cl_event* raw_events(const std::vector<cl::Event>& v, std::vector<cl_event>& out) {
