@@ -18,9 +18,11 @@ namespace clpool {
 // on whether deletion waits for queued commands (PoCL's does not), so an
 // application that hands buffers between queues should release through the
 // interposer or clpool::release_after(handle, queue) instead.
-// CL_MEM_USE_HOST_PTR (the storage is the application's), other rare flags
-// and invalid arguments are handed to cl::Buffer's own constructor, so errors
-// (and CL-HPP exceptions, if enabled) are the driver's.
+// CL_MEM_USE_HOST_PTR (the storage is the application's), CL_MEM_COPY_HOST_PTR
+// (its write could not be ordered after a reused bucket's old owner; write on
+// your queue instead), other rare flags and invalid arguments are handed to
+// cl::Buffer's own constructor, so errors (and CL-HPP exceptions, if enabled)
+// are the driver's. It is a sub-buffer of its bucket: createSubBuffer on it fails.
 // Thread safety: as cl::Buffer. Pools are created on first use per (context,
 // flags) and live for the process (they keep their context alive).
 // Some drivers mishandle rectangular and image copies of sub-buffers
@@ -47,10 +49,10 @@ public:
         : Buffer(cl::Context::getDefault(), flags, size, host_ptr, err) {}
 };
 
-// The statistics of the drop-in pool for (context, flags without
-// CL_MEM_COPY_HOST_PTR); nullopt if no buffer was made there yet.
+// The statistics of the drop-in pool for (context, flags); nullopt if no
+// buffer was made there yet.
 inline std::optional<PoolStats> dropin_stats(const cl::Context& context, cl_mem_flags flags) {
-    if (auto* p = detail::dropin_pools::instance().find(context(), flags & ~CL_MEM_COPY_HOST_PTR)) return p->stats();
+    if (auto* p = detail::dropin_pools::instance().find(context(), flags)) return p->stats();
     return std::nullopt;
 }
 

@@ -9,7 +9,8 @@ extern "C" {
 #endif
 
 /* As clCreateBuffer, but the memory comes from clpool's pool for (context, flags);
- * CL_MEM_USE_HOST_PTR and invalid arguments go to the driver unchanged. Thread-safe.
+ * CL_MEM_USE_HOST_PTR, CL_MEM_COPY_HOST_PTR (write the data on your queue instead) and invalid
+ * arguments go to the driver unchanged. Thread-safe.
  * Defined by the installed library (CMake: clpool::dropin_c or clpool::dropin_c_static),
  * or by one C++ file that includes <clpool/interop/dropin.hpp> after
  * #define CLPOOL_DROPIN_IMPLEMENTATION. */

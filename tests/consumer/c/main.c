@@ -31,8 +31,11 @@ int main(void) {
 
     char in[1000], out[1000];
     for (int i = 0; i < 1000; ++i) in[i] = (char)(i * 7);
-    cl_mem a = clpool_create_buffer(context, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof in, in, &err);
+    cl_mem a = clpool_create_buffer(context, CL_MEM_READ_WRITE, sizeof in, NULL, &err);
     if (!a) return fail("clpool_create_buffer", err);
+    /* Written on this queue, not with CL_MEM_COPY_HOST_PTR (which goes to the driver unpooled). */
+    err = clEnqueueWriteBuffer(queue, a, CL_FALSE, 0, sizeof in, in, 0, NULL, NULL);
+    if (err != CL_SUCCESS) return fail("clEnqueueWriteBuffer", err);
     err = clEnqueueReadBuffer(queue, a, CL_TRUE, 0, sizeof out, out, 0, NULL, NULL);
     if (err != CL_SUCCESS) return fail("clEnqueueReadBuffer", err);
     size_t size = 0;
