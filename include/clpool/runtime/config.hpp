@@ -99,19 +99,13 @@ inline bool async_h2d() {
     return s.get();
 }
 
-// Digits as written less their leading zeros ("0" for zeros only): what a length check may count.
-inline std::string_view without_leading_zeros(std::string_view digits) noexcept {
-    const auto first = digits.find_first_not_of('0');
-    return first == std::string_view::npos ? digits.substr(digits.empty() ? 0 : digits.size() - 1)
-                                           : digits.substr(first);
-}
-
 // A whole number of milliseconds, 0 to 86400000 (a day).
 inline std::uint64_t parse_milliseconds(std::string_view name, std::string_view text) {
     const std::string s(text);
-    const std::string_view significant = without_leading_zeros(s);
-    const bool digits = !s.empty() && significant.size() <= 9 && s.find_first_not_of("0123456789") == std::string::npos;
-    const std::uint64_t ms = digits ? std::stoull(std::string(significant)) : 0;
+    const auto first = s.find_first_not_of('0');  // leading zeros do not count towards the length
+    const std::size_t significant = first == std::string::npos ? 1 : s.size() - first;
+    const bool digits = !s.empty() && significant <= 9 && s.find_first_not_of("0123456789") == std::string::npos;
+    const std::uint64_t ms = digits ? std::stoull(first == std::string::npos ? std::string("0") : s.substr(first)) : 0;
     if (!digits || ms > 86400000)
         throw config_error("clpool: " + std::string(name) + "='" + s +
                            "' is not a whole number of milliseconds between 0 and 86400000 (e.g. 5000)");
