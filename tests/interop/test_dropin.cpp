@@ -210,3 +210,40 @@ TEST_CASE("the C pair creates through the pools and releases back to them") {
     CHECK(clpool_create_buffer(f.context(), CL_MEM_READ_WRITE, 0, nullptr, &err) == nullptr);
     CHECK(err == CL_INVALID_BUFFER_SIZE);
 }
+
+// Before: the drop-in pooled CL_MEM_COPY_HOST_PTR and wrote the data on a queue of its own,
+// which nothing ordered after the commands the bucket's old owner still had queued (PoCL
+// hands a bucket back while they wait): the old owner's gated write landed on top of the new
+// owner's data. Now such buffers go to the driver, as with cl::Buffer.
+TEST_CASE("a pooled CL_MEM_COPY_HOST_PTR buffer keeps its data when the bucket's old owner had a queued write") {
+    Fresh f;
+    cl_int err = CL_SUCCESS;
+    cl::UserEvent gate(f.context, &err);
+    REQUIRE(err == CL_SUCCESS);
+    const std::vector<unsigned char> old_bytes(8192, 0x5a);
+    {
+        clpool::Buffer a(f.context, CL_MEM_READ_WRITE, 8192);
+        std::vector<cl::Event> wait{gate};
+        REQUIRE(f.queue.enqueueWriteBuffer(a, CL_FALSE, 0, old_bytes.size(), old_bytes.data(), &wait) == CL_SUCCESS);
+        f.queue.flush();
+    }
+    const bool early = f.wait_cached(8192, CL_MEM_READ_WRITE);
+    if (!early) {
+        // A driver that holds the bucket until the write ran has nothing to race.
+        REQUIRE(gate.setStatus(CL_COMPLETE) == CL_SUCCESS);
+        REQUIRE(f.wait_cached(8192, CL_MEM_READ_WRITE));
+    }
+    std::vector<unsigned char> mine(8192, 0xc3);
+    clpool::Buffer b(f.context, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, mine.size(), mine.data(), &err);
+    REQUIRE(err == CL_SUCCESS);
+    if (auto s = dropin_stats(f.context, CL_MEM_READ_WRITE); s && s->hits == 1)
+        MESSAGE("the COPY_HOST_PTR buffer took the old owner's bucket (bucket came back "
+                << std::string(early ? "before" : "after") << " its queued write ran)");
+    std::vector<unsigned char> back(8192, 0);
+    cl::Event read_done;
+    REQUIRE(f.queue.enqueueReadBuffer(b, CL_FALSE, 0, back.size(), back.data(), nullptr, &read_done) == CL_SUCCESS);
+    if (early) REQUIRE(gate.setStatus(CL_COMPLETE) == CL_SUCCESS);
+    REQUIRE(read_done.wait() == CL_SUCCESS);
+    CHECK_MESSAGE(back == mine,
+                  "first byte read back: " << int(back[0]) << " (own data 195 = 0xc3, old owner's 90 = 0x5a)");
+}
