@@ -581,8 +581,6 @@ TEST_CASE("parallel host copies are exact for odd sizes, part counts and alignme
     }
 }
 
-#endif  // CLPOOL_HAS_OPENCL
-
 // TransferOptions::copy_threads is 0 or 1..8 (transfer.hpp, TRANSFERS.md), and bad options
 // throw config_error naming them. Before, it was not checked: any value was taken (a large
 // one started that many worker threads, which never end).
@@ -601,3 +599,5 @@ TEST_CASE("TransferOptions::copy_threads outside 0..8 is a config_error naming t
     }
     CHECK_MESSAGE(threw, "copy_threads=9 was accepted");
 }
+
+#endif  // CLPOOL_HAS_OPENCL
