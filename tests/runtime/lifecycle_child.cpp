@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -288,6 +289,44 @@ int exit_with_live_handles() {
     std::exit(all ? 0 : 3);
 }
 
+// What statics made before the driver was loaded hold at exit: their
+// destructors run after clpool's exit handler (and may run after the driver's
+// teardown), so they must make no OpenCL call. A handle from a pool that
+// caches nothing (releasing it evicts the buffer), and a pool the program
+// keeps in a static, with a buffer cached.
+using CappedOpenCLPool = clpool::Pool<clpool::PowerOfTwoBuckets, clpool::DeviceLocal, clpool::Capped,
+                                      clpool::SingleMutex, clpool::OpenCLBackend>;
+struct exit_probe {
+    CappedOpenCLPool* capped = nullptr;
+    CappedOpenCLPool::handle evicted;
+    std::optional<clpool::BufferPool> own_pool;
+    ~exit_probe() {
+        if (!capped) return;  // another scenario
+        const long before = cl_calls.load();
+        evicted.release();
+        try {
+            (void)capped->allocate(4096);
+            say("exit-static: allocate: accepted");
+        } catch (const clpool::usage_error& e) {
+            say(std::string("exit-static: allocate: usage_error: ") + e.what());
+        }
+        own_pool.reset();
+        say("exit-static: OpenCL calls from static destructors: " + std::to_string(cl_calls.load() - before));
+    }
+};
+exit_probe static_probe;  // constructed before main: destroyed after clpool's exit handler
+
+int exit_with_static_pools() {
+    cl::Context context(CL_DEVICE_TYPE_DEFAULT);
+    static_probe.capped = new CappedOpenCLPool(clpool::OpenCLBackend(context), clpool::Capped(0, 0));  // never deleted
+    static_probe.evicted = static_probe.capped->allocate(4096);
+    static_probe.own_pool.emplace(context);
+    { auto cached = static_probe.own_pool->allocate(1 << 20); }
+    const bool ready = static_probe.evicted && static_probe.own_pool->stats().bytes_cached > 0;
+    say(std::string("exit-static: ready: ") + (ready ? "yes" : "no"));
+    return ready ? 0 : 3;
+}
+
 int exit_finishes(bool through_clpool) {
     cl_uint n = 0;
     clGetPlatformIDs(0, nullptr, &n);  // loads the driver first
@@ -474,6 +513,7 @@ int main(int argc, char** argv) {
 #ifdef CLPOOL_HAS_OPENCL
     if (s == "exit-finish") return exit_finishes(true);
     if (s == "exit-live") return exit_with_live_handles();
+    if (s == "exit-static") return exit_with_static_pools();
     if (s == "exit-control") return exit_finishes(false);
     if (s == "exit-stuck") return exit_stuck(false);
     if (s == "exit-stuck-api") return exit_stuck(true);

@@ -32,6 +32,7 @@
 #include <clpool/core/backend.hpp>
 #include <clpool/core/errors.hpp>
 #include <clpool/core/detail/fork_locks.hpp>
+#include <clpool/core/detail/process_state.hpp>
 
 #include <algorithm>
 #include <cstddef>
@@ -171,6 +172,7 @@ struct private_device {
         cl_command_queue q = create_queue(context(), device, &err);
         check(err, queue_what);
         queue = cl::CommandQueue(q, false);  // adopt: no extra retain
+        clpool::detail::arm_exit_mark();      // the driver is loaded: from its exit on, leak rather than free
         max_alloc = max_alloc_of(context());
         unified = device_info<cl_bool>(device, CL_DEVICE_HOST_UNIFIED_MEMORY) == CL_TRUE;
     }

@@ -229,7 +229,7 @@ private:
 
     void reset() noexcept {
         if (range_) {
-            if (detail::same_process(arena_->generation)) {  // a fork parent's arena: leave it alone
+            if (detail::may_free(arena_->generation)) {  // a fork parent's arena, or exit under way: leave it alone
                 // None kept: the view goes before its range, outside the lock.
                 if (arena_->cached_limit == 0) detail::discard(static_cast<view_type&>(*this));
                 std::lock_guard lock(arena_->space.mutex());
@@ -427,7 +427,7 @@ private:
     // Every segment's kept views released, under the lock: their ranges are
     // free, and a carve must not make a view over bytes one of them still covers.
     void release_cached_views() noexcept {
-        if (!detail::same_process(shared_->generation)) return;
+        if (!detail::may_free(shared_->generation)) return;
         std::lock_guard lock(shared_->space.mutex());
         shared_->space.for_each_segment([&](typename arena_type::segment& seg) {
             shared_->drop_views(seg, [](typename B::sub_memory_type&& v) { detail::discard(v); });
@@ -464,7 +464,7 @@ private:
     // segments hold at most `target` bytes, leaving those of `kind` emptied
     // within the last `grace` blocks asked of the arena (arena::release_empty).
     std::size_t release_empty_above(std::size_t target, std::uint64_t grace, int kind = 0) noexcept {
-        if (!detail::same_process(shared_->generation)) return 0;
+        if (!detail::may_free(shared_->generation)) return 0;
         typename arena_type::segment* doomed = nullptr;  // chained through first (unused once empty)
         std::size_t bytes = 0;
         {

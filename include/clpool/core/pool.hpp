@@ -80,7 +80,9 @@ public:
     ~Pool() {
         // In a fork child the parent's pool is dropped without a driver call:
         // its buffers and nodes leak, the parent keeps using its own copies.
-        if (!detail::same_process(generation_)) {
+        // So is a pool destroyed after clpool's exit handler (a static): the
+        // driver may be gone by then.
+        if (!detail::may_free(generation_)) {
             front_.abandon();
             traits::abandon(backend_);
             return;
@@ -133,7 +135,7 @@ public:
     // A sub-allocating backend (SubAllocated) then also gives its whole empty
     // segments back; the bytes returned are still the pool's own.
     std::size_t trim() noexcept {
-        if (!detail::same_process(generation_)) return 0;  // a fork parent's pool: never touch its buffers
+        if (!detail::may_free(generation_)) return 0;  // a fork parent's pool, or exit under way: never free
         if (history_mode_.load(std::memory_order_relaxed) == history_stacks) return trim_with_call_site();
         return trim_from(nullptr);
     }
@@ -406,7 +408,7 @@ private:
     // list or magazine takes the block (or frees it), and touches the pool no
     // more after that lock.
     static void recycle(block_type* b, std::size_t nbytes, const event_type* events, std::size_t count) noexcept {
-        if (!detail::same_process(b->generation)) return;  // made before fork(): leak it, no driver call
+        if (!detail::may_free(b->generation)) return;  // made before fork(), or exit under way: leak it, no driver call
         Pool* pool = claim(*b);
         if (!pool) [[unlikely]]
             return free_orphan(b, events, count);

@@ -61,6 +61,7 @@ public:
         // atexit handlers in reverse order of registration, so this one runs
         // before the destructors the loader and driver registered earlier,
         // and before their DSO finalisers, which _dl_fini runs last.
+        arm_exit_mark();  // runs after finish_at_exit, registered next
         static const bool registered = std::atexit(&finish_at_exit) == 0;
         (void)registered;
         std::lock_guard lock(mutex_);
