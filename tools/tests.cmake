@@ -73,6 +73,9 @@ clpool_tool_test(info.host COMMAND ${info} --device host --size 256KiB --reps 3
   STDOUT "chosen: host backend" "BufferPool hit" "recommended: clpool::host::BufferPool"
   "BufferPool: hits=[1-9]")
 clpool_tool_test(info.env_host ENV CLPOOL_DEVICE=host COMMAND ${info} --list STDOUT "chosen: host backend")
+# Set but blank: the library's config_error, as for every clpool program (the tools took it as auto).
+clpool_tool_test(info.blank_env_device RC 2 ENV CLPOOL_DEVICE= COMMAND ${info} --list
+  STDERR "CLPOOL_DEVICE='' is empty")
 if(CLPOOL_WITH_OPENCL)
   # No platform at run time (the ICD loader pointed at an empty folder): the host backend serves.
   file(MAKE_DIRECTORY ${o}/empty-icd)

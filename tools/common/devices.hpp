@@ -4,6 +4,7 @@
 #include <clpool/clpool.hpp>
 #include <clpool/devices/device_list.hpp>
 #include <clpool/devices/selector.hpp>
+#include <clpool/runtime/config.hpp>
 
 #include <cstdint>
 #include <cstdlib>
@@ -61,13 +62,14 @@ inline std::vector<DeviceFacts> list_device_facts() {
 }
 
 // The selector to use and where it came from: `option` (--device) if
-// given, else CLPOOL_DEVICE, else "auto".
+// given, else CLPOOL_DEVICE, else "auto". CLPOOL_DEVICE is read as the
+// library reads it (config::device_spec): set but blank is a config_error.
 struct DeviceSpec {
     std::string selector, source;
 };
 inline DeviceSpec device_spec(const std::string& option) {
     if (!option.empty()) return {option, "--device"};
-    if (const char* env = std::getenv("CLPOOL_DEVICE"); env && *env) return {env, "CLPOOL_DEVICE"};
+    if (std::getenv("CLPOOL_DEVICE")) return {config::device_spec(), "CLPOOL_DEVICE"};
     return {"auto", "the default"};
 }
 
