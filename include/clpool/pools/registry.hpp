@@ -62,8 +62,13 @@ public:
         opencl::check(clGetCommandQueueInfo(queue(), CL_QUEUE_DEVICE, sizeof device, &device, nullptr),
                       "clGetCommandQueueInfo (CL_QUEUE_DEVICE)");
         std::lock_guard lock(mutex_);
-        auto& slot = pools_[{ctx, device}];
-        if (!slot) slot = std::make_unique<PoolT>(typename PoolT::backend_type(queue));
+        auto it = pools_.find({ctx, device});
+        // The pool is made before its slot: a constructor that throws
+        // (driver_error, config_error) must leave no empty slot behind.
+        if (it == pools_.end())
+            it = pools_.emplace(std::pair{ctx, device}, std::make_unique<PoolT>(typename PoolT::backend_type(queue)))
+                     .first;
+        auto& slot = it->second;
         // The queue is finished at exit and by shutdown(); registered once.
         if (seen_queues_.insert(queue()).second) queue_registry::instance().add(queue());
         return *slot;
