@@ -1,11 +1,12 @@
-// Review of include/clpool/pools/ (registry.hpp): defects found, each with the case that shows it.
+// Defects found in include/clpool/pools/ (registry.hpp), each with the case that shows it.
 //
 // Settings are read once per process, so the case that needs CLPOOL_MAX_CACHED_GB
 // set before clpool first reads it runs this binary again as a child with the
-// variable set (the "review child:" case, skipped unless its parent asks for it).
+// variable set (the "registry child:" case, skipped unless its parent asks for it).
+#include <clpool/clpool.hpp>  // defines CLPOOL_HAS_OPENCL where the OpenCL parts are built
+#ifdef CLPOOL_HAS_OPENCL
 #include "opencl_env.hpp"
 
-#include <clpool/clpool.hpp>
 #include <clpool/pools/process_snapshot.hpp>
 
 #include <doctest/doctest.h>
@@ -14,20 +15,18 @@
 #include <string>
 #include <vector>
 
-#include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 extern char** environ;
 
-#ifdef CLPOOL_HAS_OPENCL
 using namespace clpool;
 
 namespace {
 
 // Runs this test binary with `var` set and a test-case filter; its exit status.
-int run_review_child(const std::string& var, const std::string& filter) {
+int run_registry_child(const std::string& var, const std::string& filter) {
     std::vector<std::string> env_strings;
     const std::string prefix = var.substr(0, var.find('=') + 1);
     for (char** e = environ; *e; ++e)
@@ -47,13 +46,13 @@ int run_review_child(const std::string& var, const std::string& filter) {
 
 }  // namespace
 
-// Defect: context_registry::get() made the map slot (pools_[{ctx, device}])
+// context_registry::get() made the map slot (pools_[{ctx, device}])
 // before constructing the pool; when the pool's constructor threw (here
 // config_error from an invalid CLPOOL_MAX_CACHED_GB, for the persistent pool),
 // an empty unique_ptr stayed in the map. size() counted a pool that does not
 // exist, and snapshot_all(), shutdown()'s trim and release_pools() then
 // dereferenced the null pointer (a crash).
-TEST_CASE("review child: a pool whose construction throws leaves no empty slot in the registry" * doctest::skip()) {
+TEST_CASE("registry child: a pool whose construction throws leaves no empty slot in the registry" * doctest::skip()) {
     const auto& q = test::OpenCLEnv::get().queue;
     CHECK_THROWS_AS(get_persistent_pool(q), config_error);
     CHECK_THROWS_AS(get_persistent_pool(q), config_error);  // again: the same answer, not a dangling slot
@@ -67,6 +66,6 @@ TEST_CASE("review child: a pool whose construction throws leaves no empty slot i
 }
 
 TEST_CASE("registry: a pool constructor that throws leaves the registry usable (snapshot, trim, release)") {
-    CHECK(run_review_child("CLPOOL_MAX_CACHED_GB=12x", "review child: a pool whose construction throws*") == 0);
+    CHECK(run_registry_child("CLPOOL_MAX_CACHED_GB=12x", "registry child: a pool whose construction throws*") == 0);
 }
 #endif
