@@ -106,14 +106,14 @@ public:
     // the driver). Handles still out free their buffers on release. Returns
     // whether any existed.
     bool drop(cl_context ctx) {
-        std::vector<std::unique_ptr<PoolT>> doomed;  // destroyed after the lock is let go
+        // Destroyed after the lock is let go. Moved as map nodes: no
+        // allocation, so nothing can throw with half the pools moved out.
+        decltype(pools_) doomed;
         {
             std::lock_guard lock(mutex_);
-            const auto first = pools_.lower_bound({ctx, nullptr});
-            auto last = first;
-            while (last != pools_.end() && last->first.first == ctx) doomed.push_back(std::move((last++)->second));
-            if (first == last) return false;
-            pools_.erase(first, last);
+            for (auto it = pools_.lower_bound({ctx, nullptr}); it != pools_.end() && it->first.first == ctx;)
+                doomed.insert(pools_.extract(it++));
+            if (doomed.empty()) return false;
             for (auto q = seen_queues_.begin(); q != seen_queues_.end();) {
                 cl_context qctx = nullptr;
                 clGetCommandQueueInfo(*q, CL_QUEUE_CONTEXT, sizeof qctx, &qctx, nullptr);
