@@ -16,29 +16,30 @@
 
 namespace clpool::detail {
 
-// One word: (fork generation << 2) | exiting bit | shut-down bit. A pool
-// remembers the generation it was born in; a single relaxed load tells it
-// whether it may still work (same process, not exiting, not shut down). A
+// One word: exiting bit (63) | fork generation << 1 | shut-down bit (0). A
+// pool remembers the generation it was born in; a single relaxed load tells
+// it whether it may still work (same process, not exiting, not shut down). A
 // trivially destructible global, so nothing runs at exit.
 inline std::atomic<std::uint64_t> process_word{0};
 inline constexpr std::uint64_t shut_down_bit = 1;
-inline constexpr std::uint64_t exiting_bit = 2;
+inline constexpr std::uint64_t exiting_bit = std::uint64_t{1} << 63;
 
 inline std::uint32_t fork_generation() noexcept {
-    return static_cast<std::uint32_t>(process_word.load(std::memory_order_acquire) >> 2);
+    return static_cast<std::uint32_t>(process_word.load(std::memory_order_acquire) >> 1);
 }
 inline bool shut_down() noexcept { return (process_word.load(std::memory_order_acquire) & shut_down_bit) != 0; }
 inline bool exiting() noexcept { return (process_word.load(std::memory_order_acquire) & exiting_bit) != 0; }
 // The word a pool born in `generation` expects while it may work.
-constexpr std::uint64_t alive_word(std::uint32_t generation) noexcept { return std::uint64_t{generation} << 2; }
+constexpr std::uint64_t alive_word(std::uint32_t generation) noexcept { return std::uint64_t{generation} << 1; }
 // True when `generation` is this process's (not a fork parent's).
 inline bool same_process(std::uint32_t generation) noexcept { return generation == fork_generation(); }
 // True while objects of `generation` may call the driver to free what they
 // hold: this process's, and its exit not past clpool's handler (after it the
 // driver may already be torn down, so what is left leaks). After shutdown()
-// they still may: it only stops caching.
+// they still may: it only stops caching. A shift and a compare, as
+// same_process: the exiting bit stays in the shifted word.
 inline bool may_free(std::uint32_t generation) noexcept {
-    return (process_word.load(std::memory_order_acquire) & ~shut_down_bit) == alive_word(generation);
+    return (process_word.load(std::memory_order_acquire) >> 1) == generation;
 }
 
 inline void mark_shut_down() noexcept { process_word.fetch_or(shut_down_bit, std::memory_order_acq_rel); }
