@@ -390,13 +390,19 @@ private:
     static std::int64_t validate(const key& k) {
         const std::span<const std::int64_t> ext(k.extents, k.rank);
         std::int64_t count = 1;
-        bool overflow = false;
+        bool overflow = false, zero = false;
         for (std::uint32_t i = 0; i < k.rank; ++i) {
             if (ext[i] < 0)
                 throw shape_error(shape_error::reason::negative_extent, "extent " + std::to_string(i) + " of " +
                                                                             shape_error::list(ext) + " is " +
                                                                             std::to_string(ext[i]) + ", below 0");
             overflow = overflow || __builtin_mul_overflow(count, ext[i], &count);
+            zero = zero || ext[i] == 0;
+        }
+        // An extent of 0 makes the product 0, whatever overflowed before it.
+        if (zero) {
+            overflow = false;
+            count = 0;
         }
         const auto t = static_cast<ElementType>(k.tail[0]);
         const std::size_t esize = element_size(t);
