@@ -157,7 +157,8 @@ public:
     // branch nodes): everything retired before the call, unless some thread
     // is inside a read section (a reader, or an intern in flight) that began
     // before it. Returns the number of objects freed. Blocks only on another
-    // collect. Never throws. Cost: three membarrier system calls (or fences)
+    // collect (and for a concurrent round to finish freeing what it took off
+    // the lists). Never throws. Cost: three membarrier system calls (or fences)
     // and a walk of the per-thread records, plus the frees. Reclaim also runs
     // on its own every 128 retires per thread; call this to bound memory now
     // (tests, after dropping many shapes, before checking a pool is empty).

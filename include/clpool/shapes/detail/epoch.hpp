@@ -48,6 +48,8 @@ struct alignas(64) epoch_record {
 // the thread is past its thread_local destructors' start.
 inline constinit thread_local epoch_record* epoch_tls_record = nullptr;
 inline constinit thread_local bool epoch_tls_exited = false;
+// Dead lists this thread has cut off and is freeing now (a reclaim function may nest a round).
+inline constinit thread_local std::uint32_t epoch_tls_freeing = 0;
 
 // Gives the thread's record back when the thread exits.
 struct epoch_record_releaser {
@@ -146,11 +148,17 @@ public:
 
     // Reclaims as much as can be reclaimed now: three rounds (enough, with no
     // thread inside a read section, to free everything retired before the
-    // call). Blocks only on another reclaim. Returns the objects freed.
+    // call). Blocks only on another reclaim, and returns only once the
+    // objects other threads' rounds took off the lists are freed too (a round
+    // frees outside the mutex). Returns the objects freed.
     // Cost: three membarrier calls (microseconds) plus the frees.
     std::size_t collect() noexcept {
         std::size_t n = 0;
         for (int i = 0; i < 3; ++i) n += reclaim(true);
+        // Rounds of other threads still freeing (this thread's own, if a
+        // reclaim function called collect, are not waited for).
+        for (std::uint32_t f; (f = freeing_.load(std::memory_order_acquire)) > epoch_tls_freeing;)
+            freeing_.wait(f, std::memory_order_acquire);
         return n;
     }
 
@@ -205,6 +213,8 @@ private:
             r->state.store(0, std::memory_order_relaxed);
             r->in_use.store(false, std::memory_order_release);
         }
+        // Rounds other parent threads were freeing do not go on here: a collect must not wait for them.
+        freeing_.store(epoch_tls_freeing, std::memory_order_relaxed);
         mutex_.unlock();
     }
 
@@ -281,8 +291,11 @@ private:
         while (*link && (*link)->retired_epoch + 2 > now) link = &(*link)->retired_next;
         dead = *link;
         *link = nullptr;
+        if (dead) freeing_.fetch_add(1, std::memory_order_relaxed);  // under the mutex: a collect after it waits
         lock.unlock();
+        if (!dead) return 0;
         // Free outside the mutex: a reclaim function may release a Shape and retire more.
+        ++epoch_tls_freeing;
         std::size_t n = 0;
         while (dead) {
             epoch_retired* next = dead->retired_next;
@@ -290,6 +303,9 @@ private:
             dead = next;
             ++n;
         }
+        --epoch_tls_freeing;
+        freeing_.fetch_sub(1, std::memory_order_release);
+        freeing_.notify_all();
         return n;
     }
 
@@ -297,6 +313,7 @@ private:
     std::atomic<epoch_record*> records_{nullptr};
     std::mutex mutex_;
     epoch_retired* limbo_ = nullptr;  // under mutex_
+    std::atomic<std::uint32_t> freeing_{0};  // rounds freeing their dead list now (outside mutex_)
 };
 
 // RAII read section on the calling thread (nests). Not to be moved to or
