@@ -75,6 +75,11 @@ bool model_words(const std::vector<i64>& ext, const std::vector<i64>& str, i64 t
     const __int128 sizes[] = {0, 2, 2, 4, 8, 1, 2, 4, 8, 1, 2, 4, 8, 1};
     if (type < 1 || type > 13) return false;
     if (ord != 'c' && ord != 'f') return false;
+    // An extent of 0 makes an empty tensor, whatever the others multiply to.
+    if (std::find(ext.begin(), ext.end(), i64{0}) != ext.end()) {
+        over = false;
+        count = 0;
+    }
     if (over || count * sizes[type] > INT64_MAX) return false;
     out.clear();
     out.push_back(static_cast<i64>(ext.size()));
