@@ -9,6 +9,13 @@
 #include <thread>
 #include <vector>
 
+#if defined(__linux__)
+#include <cerrno>
+#include <csignal>
+#include <sys/wait.h>
+#include <unistd.h>
+#endif
+
 using namespace clpool;
 using i64 = std::int64_t;
 
@@ -72,3 +79,63 @@ TEST_CASE("collect() returns only after a concurrent round has freed what it too
     freer.join();
     CHECK(ShapeTrie::live_entries() == base);
 }
+
+#if defined(__linux__)
+// Defect: the stripe locks of ShapeTrie::global() (a process-wide,
+// never-destroyed singleton) were not registered with fork_locks, unlike
+// every other process-wide lock (docs/RELIABILITY.md, promise 8): a parent
+// thread holding one at the fork left it held in the child for ever, and the
+// child's first intern of a new shape in that stripe hung. Here the parent
+// thread is held inside the lock deterministically: its last release unlinks
+// under the stripe's lock, and the retire that makes up its 128th runs a
+// reclaim round there that frees an entry whose attachment waits on `go`.
+TEST_CASE("a fork child can intern into a global trie stripe a parent thread held at the fork") {
+    struct slow_attachment : detail::shape_attachment {
+        std::atomic<bool>* entered;
+        std::atomic<bool>* go;
+        slow_attachment(std::atomic<bool>* e, std::atomic<bool>* g) : entered(e), go(g) {}
+        ~slow_attachment() override {
+            entered->store(true);
+            while (!go->load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+    };
+    ShapeTrie& trie = ShapeTrie::global();
+    const i64 ext[] = {5, 7, 11, 13, 17};
+    std::atomic<bool> entered{false}, go{false};
+    std::thread holder([&] {
+        ShapeTrie::collect();
+        Shape s1 = trie.intern(ext, ElementType::f32);
+        Shape s2 = trie.intern(ext, ElementType::i32);  // same stripe: a branch node on the type word
+        Shape x = trie.intern({3, 1, 4, 1, 5, 9}, ElementType::f64);
+        x.entry()->attachments.store(new slow_attachment(&entered, &go));
+        auto* rec = detail::epoch_tls_record;
+        REQUIRE(rec);
+        rec->since_reclaim = 0;
+        x.reset();  // retired
+        Shape y = trie.intern({2, 7, 1, 8, 2, 8}, ElementType::u8);
+        rec->since_reclaim = detail::epoch_domain::reclaim_every - 1;
+        y.reset();  // its retire runs a round: x tagged, the epoch advances
+        rec->since_reclaim = detail::epoch_domain::reclaim_every - 1;
+        s2.reset();  // unlink under the stripe's lock retires the branch: a round frees x, which waits on `go`
+    });
+    while (!entered.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    std::thread waker([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        go.store(true);
+    });
+    const pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        alarm(5);
+        Shape s = ShapeTrie::global().intern(ext, ElementType::f64);  // a miss in the held stripe
+        _exit(s ? 0 : 1);
+    }
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+    go.store(true);
+    waker.join();
+    holder.join();
+    INFO("child wait status " << status << " (SIGALRM, 14: it hung on the stripe lock)");
+    CHECK(status == 0);
+}
+#endif

@@ -18,7 +18,7 @@ const cl_icd_dispatch* g_next = nullptr;
 State& state() {
     static State* s = [] {
         auto* st = new State;
-        // Taken around fork() (outermost of clpool's locks): a fork child
+        // Taken around fork() (outermost of clpool's locks but the global shape trie's stripes): a fork child
         // never starts with it held by a thread it does not have.
         detail::fork_locks::add_mutex(detail::fork_rank::interposer_state, st->mu);
         arm_exit_report(*st);

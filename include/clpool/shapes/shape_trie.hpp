@@ -79,9 +79,15 @@ public:
     }
 
     // The process-wide trie (default stripes). Never destroyed, so handles
-    // held by static objects may be released at exit.
+    // held by static objects may be released at exit. Its stripe locks are
+    // taken around fork() (core/detail/fork_locks.hpp), so a fork child never
+    // starts with one held by a thread it does not have.
     static ShapeTrie& global() {
-        static auto* t = new ShapeTrie();  // intentionally never deleted
+        static auto* t = [] {
+            auto* g = new ShapeTrie();  // intentionally never deleted
+            detail::fork_locks::add(detail::fork_rank::shape_trie, {&lock_all, &unlock_all, &unlock_all, g});
+            return g;
+        }();
         return *t;
     }
 
@@ -230,6 +236,16 @@ private:
         std::size_t entries = 0;
         std::size_t inner_nodes = 0;
     };
+
+    // fork_locks hooks for global(): every stripe's writer lock, in index order.
+    static void lock_all(void* p) noexcept {
+        auto* t = static_cast<ShapeTrie*>(p);
+        for (std::size_t i = 0; i <= t->mask_; ++i) t->stripes_[i].mutex.lock();
+    }
+    static void unlock_all(void* p) noexcept {
+        auto* t = static_cast<ShapeTrie*>(p);
+        for (std::size_t i = t->mask_ + 1; i-- > 0;) t->stripes_[i].mutex.unlock();
+    }
 
     // The stripes, in one block that entries name as their owner: a dying
     // trie retires it, so a release racing the destructor can still lock its stripe.
