@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -139,3 +140,28 @@ TEST_CASE("a fork child can intern into a global trie stripe a parent thread hel
     CHECK(status == 0);
 }
 #endif
+
+// Defect: intern_buffer reported a negative rank word as why() ==
+// rank_too_high, the reason documented as "rank above ShapeTrie::max_rank";
+// code that handles a too-high rank (say, by reshaping) took a corrupt buffer
+// for one. A negative rank word is a malformed canonical buffer: bad_buffer.
+TEST_CASE("a canonical buffer with a negative rank word is a bad buffer, not a rank too high") {
+    ShapeTrie trie;
+    const i64 neg_rank[] = {-1, 0, 0, 0};
+    shape_error::reason why = shape_error::reason::rank_too_high;
+    std::string msg;
+    try {
+        (void)trie.intern_buffer(neg_rank);
+    } catch (const shape_error& e) {
+        why = e.why();
+        msg = e.what();
+    }
+    CHECK(why == shape_error::reason::bad_buffer);
+    CHECK(msg.find("rank -1") != std::string::npos);
+    const i64 high[] = {33};
+    try {
+        (void)trie.intern_buffer(high);
+    } catch (const shape_error& e) {
+        CHECK(e.why() == shape_error::reason::rank_too_high);
+    }
+}

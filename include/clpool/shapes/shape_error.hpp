@@ -23,7 +23,7 @@ public:
         strides_mismatch,   // strides given with a length other than the rank
         bad_element_type,   // not one of clpool::ElementType
         bad_order,          // not 'c' or 'f'
-        bad_buffer,         // a canonical buffer whose length or count word does not match its rank
+        bad_buffer,  // a canonical buffer with a negative rank word, or a length or count word not matching its rank
     };
 
     shape_error(reason r, const std::string& what) : usage_error("clpool: shape: " + what), reason_(r) {}

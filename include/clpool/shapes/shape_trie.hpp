@@ -130,7 +130,11 @@ public:
     Shape intern_buffer(std::span<const std::int64_t> buffer) {
         if (buffer.empty()) throw shape_error(shape_error::reason::bad_buffer, "empty canonical buffer");
         const std::int64_t r = buffer[0];
-        if (r < 0 || static_cast<std::uint64_t>(r) > max_rank)
+        if (r < 0)
+            throw shape_error(shape_error::reason::bad_buffer, "canonical buffer of rank " + std::to_string(r) +
+                                                                   " (a negative rank word; supported ranks are 0.." +
+                                                                   std::to_string(max_rank) + ")");
+        if (static_cast<std::uint64_t>(r) > max_rank)
             throw shape_error(
                 shape_error::reason::rank_too_high,
                 "rank " + std::to_string(r) + " is outside the supported range 0.." + std::to_string(max_rank));
