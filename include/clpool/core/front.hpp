@@ -30,6 +30,10 @@ struct call_site;
 // and, for Pool::snapshot(), optionally:
 //   inspect(lists, f)           f(stats(lists), held) under the same locks as stats, where
 //                               held(block) says whether the front holds the block idle
+// and optionally, for a capped pool:
+//   reclaim(lists)              gives back the slots the front holds empty against the caps:
+//                               the pool calls it when the caps refuse a release that takes
+//                               the shared lists, then asks them again
 // and optionally, for a pool's history (Pool::record_history), when the front
 // records under locks of its own:
 //   set_history(lists, cfg, apply)  new rings for the front, then apply() with its locks held

@@ -286,6 +286,12 @@ private:
                        const detail::call_site* where) noexcept {
         const bool pending = hold_events(*b, events, count);
         if (!pending && front_.put(lists_, b, nbytes, where)) return;  // pending buffers always take the shared lists
+        if constexpr (lists_type::capped && requires { front_.reclaim(lists_); }) {
+            // Refused: the front's empty reserved slots go back first (as its
+            // own releases do), then the caps are asked again.
+            if (lists_.put_back(b, nbytes, pending, where, true)) return;
+            front_.reclaim(lists_);
+        }
         lists_.put_back(b, nbytes, pending, where);
     }
 

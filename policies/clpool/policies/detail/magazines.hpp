@@ -416,8 +416,10 @@ private:
         return keep_result::kept;
     }
 
+public:
     // A capped pool's refused release: every magazine gives back its empty
-    // slots. No lock held on entry.
+    // slots. No lock held on entry. The pool calls it too, when the caps
+    // refuse a release that takes the shared lists (pending, exact-size).
     void reclaim(Lists& lists) noexcept {
         std::lock_guard g(registry_.mutex);
         for (magazine_base* o : registry_.mags) {
@@ -433,6 +435,7 @@ private:
         }
     }
 
+private:
     // A capped pool's miss: moves up to K/2 idle blocks of the bucket, with
     // their reservations, from another thread's magazine into self's. True if
     // some came. No lock held on entry.
