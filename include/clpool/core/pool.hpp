@@ -289,7 +289,7 @@ private:
         if constexpr (lists_type::capped && requires { front_.reclaim(lists_); }) {
             // Refused: the front's empty reserved slots go back first (as its
             // own releases do), then the caps are asked again.
-            if (lists_.put_back(b, nbytes, pending, where, true)) return;
+            if (lists_.template put_back<true>(b, nbytes, pending, where)) return;
             front_.reclaim(lists_);
         }
         lists_.put_back(b, nbytes, pending, where);

@@ -144,11 +144,12 @@ public:
     // caps admit it, else given back to the driver. An exact_large pool's
     // exact-size block goes back to the backend unless pending (freeing it
     // would wait for its events).
-    // With may_refuse, a release the caps refuse is left as it was (in use)
+    // With MayRefuse, a release the caps refuse is left as it was (in use)
     // and false returned, so that the caller may free room (a front's empty
-    // reserved slots) and call again; otherwise true.
-    bool put_back(block_type* b, std::size_t nbytes, bool pending, const detail::call_site* site = nullptr,
-                  bool may_refuse = false) noexcept {
+    // reserved slots) and call again; otherwise true. (A template argument:
+    // the hit path's instantiation keeps its order of work and its cost.)
+    template <bool MayRefuse = false>
+    bool put_back(block_type* b, std::size_t nbytes, bool pending, const detail::call_site* site = nullptr) noexcept {
         auto& bucket = buckets_[b->bucket];
         auto& s = stripes_[stripe_of(b->bucket)];
         const bool returned = returns_on_release(b->bucket) && !pending;
@@ -156,11 +157,14 @@ public:
         {
             std::lock_guard lock(s.mutex);
             // After shutdown() nothing is cached: the buffer goes straight back.
-            const bool cacheable = !detail::shut_down() && !returned;
-            keep = cacheable && admit(b->bucket, b->bucket_bytes);
-            if (cacheable && !keep && may_refuse) return false;
+            if constexpr (MayRefuse) {
+                const bool cacheable = !detail::shut_down() && !returned;
+                keep = cacheable && admit(b->bucket, b->bucket_bytes);  // admit() reserves: asked once
+                if (cacheable && !keep) return false;
+            }
             s.in_use.erase(s.in_use.iterator_to(*b));
             s.counters.on_release(bucket.counts, b->bucket_bytes, nbytes);
+            if constexpr (!MayRefuse) keep = !detail::shut_down() && !returned && admit(b->bucket, b->bucket_bytes);
             if (keep && pending) {
                 bucket.pending.push_back(*b);
                 s.counters.on_pending(bucket.counts, b->bucket_bytes);

@@ -1,4 +1,4 @@
-// Review of the policies and the pool core: each case names the defect it pinned down.
+// Capped pools with a front (ThreadCached): a release that takes the shared lists gets the room the magazines hold empty.
 #include "pool_factory.hpp"
 
 #include <clpool/policies/thread_cached.hpp>
@@ -14,7 +14,7 @@ using namespace clpool::test;
 namespace {
 
 // MockBackend with events: a release_after whose event has not completed is pending.
-struct EventMockBackend : MockBackend {
+struct CappedEventMockBackend : MockBackend {
     using MockBackend::MockBackend;
     struct Event {
         const std::atomic<bool>* done;
@@ -24,7 +24,7 @@ struct EventMockBackend : MockBackend {
     static bool event_complete(const Event& e) noexcept { return e.done->load(); }
     static void wait_for(const Event*, std::size_t) noexcept {}
 };
-static_assert(Backend<EventMockBackend>);
+static_assert(Backend<CappedEventMockBackend>);
 
 }  // namespace
 
@@ -39,7 +39,7 @@ TEST_CASE_TEMPLATE("a capped pool caches an exact-size release that fits while n
     using P = Pool<PowerOfTwoBuckets, DeviceLocal, Capped, L, MockBackend>;
     P pool(MockBackend({}, 3000), Capped(3000, 16));  // 4 KiB would pass the device limit: 2500 B is exact
     pool.allocate(1000).release();  // 1024 B idle
-    auto h = pool.allocate(1000);   // a hit: nothing idle now
+    auto h = pool.allocate(1000);  // a hit: nothing idle now
     CHECK(pool.stats().bytes_cached == 0);
     pool.allocate(2500).release();  // fits the 3000 B cap
     const auto s = pool.stats();
@@ -52,13 +52,13 @@ TEST_CASE_TEMPLATE("a capped pool caches an exact-size release that fits while n
 // buffers always take the shared lists): evicted instead of kept pending.
 TEST_CASE_TEMPLATE("a capped pool keeps a pending release that fits while nothing is idle", L, SingleMutex,
                    ThreadCached<4>) {
-    using P = Pool<PowerOfTwoBuckets, DeviceLocal, Capped, L, EventMockBackend>;
-    P pool(EventMockBackend(), Capped(4096, 16));
+    using P = Pool<PowerOfTwoBuckets, DeviceLocal, Capped, L, CappedEventMockBackend>;
+    P pool(CappedEventMockBackend(), Capped(4096, 16));
     pool.allocate(1000).release();  // 1024 B idle
-    auto h = pool.allocate(1000);   // a hit: nothing idle now
+    auto h = pool.allocate(1000);  // a hit: nothing idle now
     std::atomic<bool> done{false};
-    const EventMockBackend::Event ev{&done};
-    auto p = pool.allocate(4000);   // 4096 B: the whole cap
+    const CappedEventMockBackend::Event ev{&done};
+    auto p = pool.allocate(4000);  // 4096 B: the whole cap
     p.release_after(&ev, 1);
     auto s = pool.stats();
     CHECK(s.evictions == 0);
