@@ -7,7 +7,7 @@
 
 The output replays with `clpool-replay OUT -d sim`, so one trace can be run through clpool
 and compared with what the other allocator reserved (written as '#' comments at the top).
-Standard library only. Exit codes: 0 ok, 2 bad input (the message names the line or event).
+Standard library only. Exit codes: 0 ok, 1 the output cannot be written, 2 bad input (the message names the line or event).
 """
 
 import argparse
@@ -284,8 +284,12 @@ def main(argv=None):
     if a.output == "-":
         sys.stdout.write(out)
     else:
-        with open(a.output, "w", encoding="utf-8", newline="\n") as f:
-            f.write(out)
+        try:
+            with open(a.output, "w", encoding="utf-8", newline="\n") as f:
+                f.write(out)
+        except OSError as e:
+            print(f"convert_trace: cannot write '{a.output}': {e.strerror}", file=sys.stderr)
+            return 1
     return 0
 
 
