@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""Review of tools/convert_trace.py and tools/viz/clpool-viz: defects found by an adversarial
+review, one test each.
+
+    test_tools_review.py
+"""
+import importlib.machinery
+import importlib.util
+import io
+import json
+import os
+import sys
+import tempfile
+import unittest
+from contextlib import redirect_stderr
+from pathlib import Path
+
+root = Path(__file__).resolve().parents[2]
+
+
+def _load(name, path):
+    loader = importlib.machinery.SourceFileLoader(name, str(path))
+    spec = importlib.util.spec_from_loader(name, loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+ct = _load("convert_trace", root / "tools" / "convert_trace.py")
+viz = _load("clpool_viz", root / "tools" / "viz" / "clpool-viz")
+RMM_LOG = root / "tests" / "data" / "convert" / "rmm_log.csv"
+SNAPSHOT_V2 = root / "tests" / "data" / "viz" / "snapshot_v2.json"
+
+
+class ConvertTraceReview(unittest.TestCase):
+    # Defect: an output path that cannot be written (-o into a missing directory) raised
+    # FileNotFoundError out of main(): a Python traceback instead of "convert_trace: ..." and
+    # an exit code (docs/TOOLS.md: an output file that cannot be written is exit code 1).
+    def test_unwritable_output_is_an_error_not_a_traceback(self):
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "missing", "out.trace")
+            err = io.StringIO()
+            with redirect_stderr(err):
+                rc = ct.main(["rmm", str(RMM_LOG), "-o", out])
+        self.assertEqual(rc, 1)
+        self.assertIn("convert_trace: cannot write", err.getvalue())
+        self.assertIn(out, err.getvalue())
+
+
+class VizReview(unittest.TestCase):
+    # Defect: a snapshot truncated in the middle of a multi-byte UTF-8 character (a tag or call
+    # site that is not ASCII) was reported as "byte N: not UTF-8": no line, no column and no word
+    # of truncation, where docs/OBSERVABILITY.md promises the line and column and "truncated?".
+    def test_truncated_inside_a_utf8_character_names_the_line_and_truncation(self):
+        snap = json.loads(SNAPSHOT_V2.read_text(encoding="utf-8"))
+        snap["pools"][0]["buffers"][0]["tag"] = "kv-cache-\u00fcber"
+        data = json.dumps(snap, indent=1, ensure_ascii=False).encode("utf-8")
+        cut = data.index("\u00fc".encode("utf-8")) + 1  # half of the two-byte character
+        line = data[:cut].count(b"\n") + 1
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "truncated.json")
+            with open(path, "wb") as f:
+                f.write(data[:cut])
+            with self.assertRaises(viz.SnapshotError) as caught:
+                viz.load(path)
+        message = str(caught.exception)
+        self.assertIn(f"line {line}, column ", message)
+        self.assertIn("truncated?", message)
+
+
+if __name__ == "__main__":
+    unittest.main()
