@@ -67,6 +67,27 @@ class VizReview(unittest.TestCase):
         self.assertIn(f"line {line}, column ", message)
         self.assertIn("truncated?", message)
 
+    # Defect: the snapshot is inlined in a <script> with only "</" escaped. A tag (or call site)
+    # holding "<!--<script>" puts the HTML parser in the script's "double escaped" state, so the
+    # real </script> after the data no longer closes it: the page's own script becomes part of the
+    # data block, never runs, and the report is blank with no error (checked in headless Chromium
+    # with tests/tools/browser_check.py: 0 blocks drawn for 36 buffers).
+    def test_a_tag_with_html_comment_and_script_text_keeps_the_page_script(self):
+        snap = json.loads(SNAPSHOT_V2.read_text(encoding="utf-8"))
+        snap["pools"][0]["buffers"][0]["tag"] = "<!--<script>"
+        with tempfile.TemporaryDirectory() as d:
+            src, dst = os.path.join(d, "snap.json"), os.path.join(d, "report.html")
+            with open(src, "w", encoding="utf-8") as f:
+                json.dump(snap, f)
+            self.assertEqual(viz.main([src, "-o", dst]), 0)
+            with open(dst, encoding="utf-8") as f:
+                page = f.read()
+        start = page.index('id="snapshot">') + len('id="snapshot">')
+        data = page[start:page.index("</script>", start)]
+        self.assertFalse("<!--" in data, "'<!--' in the inlined snapshot")
+        self.assertFalse("<script" in data.lower(), "'<script' in the inlined snapshot")
+        self.assertEqual(json.loads(data), snap)
+
 
 if __name__ == "__main__":
     unittest.main()
