@@ -276,7 +276,9 @@ public:
         return inner_.whole_range(m.inner(), n);
     }
     Allocation<memory_type> allocate(std::size_t n, MemoryKind k) noexcept {
-        if (n > counter_->capacity - counter_->held) return {memory_type{}, AllocStatus::out_of_memory, 0};
+        // Pass-through buffers are never refused, so held may already be past the capacity.
+        if (counter_->held > counter_->capacity || n > counter_->capacity - counter_->held)
+            return {memory_type{}, AllocStatus::out_of_memory, 0};
         auto a = inner_.allocate(n, k);
         if (a.status != AllocStatus::ok) return {memory_type{}, a.status, a.native_code};
         counter_->held += n;

@@ -1,0 +1,57 @@
+// Review of the replay tool (tools/replay): defects found by an adversarial review, one test each.
+#include "tools/replay/replay.hpp"
+#include "tools/replay/search.hpp"
+#include "tools/replay/trace.hpp"
+
+#include <doctest/doctest.h>
+
+#include <string>
+#include <string_view>
+
+using namespace clpool;
+using namespace clpool::replay;
+
+namespace {
+
+Config pow2_config() {
+    Config c;
+    c.name = "pow2";
+    c.spec = "buckets=pow2";
+    return c;
+}
+
+}  // namespace
+
+// Defect: CL_MEM_USE_HOST_PTR buffers "count as held but are never refused" (docs/TOOLS.md), so
+// they can take the bytes held past the simulated capacity. Counted::allocate then computed
+// `capacity - held`, which wrapped around, and let every pooled allocation through without the
+// pool trimming its idle buffers: the replay held far more than the capacity, kept a cache a real
+// device could not have, and the capacity search reported a capacity too small.
+TEST_CASE("review: a pooled allocation past the capacity still trims when pass-through buffers fill it") {
+    constexpr std::string_view text =
+        "clpool-trace 1\n"
+        "1 alloc 1 0x1 0x1 4096\n"  // a miss; cached 4096 after its free
+        "2 free 1\n"
+        "3 alloc 2 0x1 0x9 1024\n"  // USE_HOST_PTR: held 5120
+        "4 alloc 3 0x1 0x1 2048\n"  // a miss: live 3072, held 7168 unless the cache is trimmed
+        "5 free 3\n"
+        "6 free 2\n"
+        "7 alloc 4 0x1 0x1 4096\n"  // a hit only if 4096 was kept
+        "8 free 4\n";
+    const Trace trace = parse_trace(text);
+    const std::size_t peak_live = run_unpooled(trace).peak_held;
+    REQUIRE(peak_live == 4096);
+
+    Target sim;
+    sim.what = Target::type::sim;
+    sim.capacity = 4096;
+    const Result r = run(trace, pow2_config(), sim);
+    CHECK(r.failed == 0);
+    // After the pooled allocation of 2048, the idle 4096 has gone back: 1024 + 2048 held.
+    CHECK(r.held[3] == 3072);
+
+    // Keeping the 4096 buffer (the only way to hit on event 7) takes 4096 + 1024 + 2048 bytes.
+    const CapacityResult s = min_capacity(trace, pow2_config(), Requirement{0.5, 2}, peak_live, 1);
+    REQUIRE(s.capacity.has_value());
+    CHECK(*s.capacity == 7168);
+}
