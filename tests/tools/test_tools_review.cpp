@@ -55,3 +55,18 @@ TEST_CASE("review: a pooled allocation past the capacity still trims when pass-t
     REQUIRE(s.capacity.has_value());
     CHECK(*s.capacity == 7168);
 }
+
+// Defect: parse_config checks small <= segment <= large-segment (docs/TOOLS.md) but left
+// ArenaOptions::large_limit (not a --config key) at its 10 MiB default, so a documented-valid
+// 'small=16MiB,segment=16MiB' passed parse_config and then threw config_error on the first
+// allocation, naming large_limit, which the user cannot set.
+TEST_CASE("review: an arena --config with small above 10 MiB replays") {
+    const Config c = parse_config("buckets=arena,small=16MiB,segment=16MiB,large-segment=20MiB", 1);
+    const Trace trace = parse_trace("clpool-trace 1\n1 alloc 1 0x1 0x1 12582912\n2 free 1\n3 alloc 2 0x1 0x1 4096\n");
+    Target sim;
+    sim.what = Target::type::sim;
+    Result r;
+    CHECK_NOTHROW(r = run(trace, c, sim));
+    CHECK(r.failed == 0);
+    CHECK(r.allocations == 2);
+}

@@ -191,8 +191,6 @@ inline Config parse_config(std::string_view spec, std::size_t ordinal) {
     if (!arena_keys.empty() && c.buckets != bucket_scheme::arena)
         throw config_spec_error("--config " + arena_keys.front() + "= applies to buckets=arena only (in '" + c.spec +
                                 "')");
-    // A large segment below large_limit: requests between them get their own segments.
-    c.arena.large_limit = std::min(c.arena.large_limit, c.arena.large_segment);
     if (!std::has_single_bit(c.arena.granularity))
         throw config_spec_error("--config granularity=" + std::to_string(c.arena.granularity) +
                                 " is not a power of two");
@@ -200,6 +198,10 @@ inline Config parse_config(std::string_view spec, std::size_t ordinal) {
         throw config_spec_error("--config needs small <= segment <= large-segment (got " +
                                 std::to_string(c.arena.small_limit) + ", " + std::to_string(c.arena.small_segment) +
                                 ", " + std::to_string(c.arena.large_segment) + ") in '" + c.spec + "'");
+    // large_limit (not a --config key) within [small, large-segment], as ArenaOptions needs: a large
+    // segment below it, requests between them get their own segments; a small limit above it, the
+    // large limit rises with it.
+    c.arena.large_limit = std::clamp(c.arena.large_limit, c.arena.small_limit, c.arena.large_segment);
     return c;
 }
 
