@@ -228,8 +228,10 @@ def convert_rmm(text):
             raise ConvertError(f"line {line}: bad Pointer '{pointer}'; expected a hex address like 0x7f2a00000000") from None
         try:
             size = int(row[col["Size"]].strip())
+            if size < 0:
+                raise ValueError
         except ValueError:
-            raise ConvertError(f"line {line}: bad Size '{row[col['Size']]}'; expected a byte count") from None
+            raise ConvertError(f"line {line}: bad Size '{row[col['Size']].strip()}'; expected a byte count") from None
         if action == "allocate":
             if size > 0:
                 w.alloc(t, 1, address, size)

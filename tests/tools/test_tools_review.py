@@ -46,6 +46,16 @@ class ConvertTraceReview(unittest.TestCase):
         self.assertIn("convert_trace: cannot write", err.getvalue())
         self.assertIn(out, err.getvalue())
 
+    # Defect: an RMM row with a negative Size ("-4096") was taken without a word: an allocate was
+    # dropped as if it were a 0-byte one, and its later free counted among the "frees of blocks
+    # allocated before the log began". Bad input gets an error naming the line and the value.
+    def test_negative_size_is_named_by_line(self):
+        head = "Thread,Time,Action,Pointer,Size,Stream\n"
+        with self.assertRaisesRegex(ct.ConvertError, "line 2: bad Size '-4096'"):
+            ct.convert("rmm", (head + "1,00:00:01.5,allocate,0x10,-4096,0x0\n").encode())
+        with self.assertRaisesRegex(ct.ConvertError, "line 3: bad Size '-8'"):
+            ct.convert("rmm", (head + "1,00:00:01.5,allocate,0x10,8,0x0\n1,00:00:01.6,free,0x10,-8,0x0\n").encode())
+
 
 class VizReview(unittest.TestCase):
     # Defect: a snapshot truncated in the middle of a multi-byte UTF-8 character (a tag or call
