@@ -2,6 +2,9 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -29,13 +32,22 @@ using clpool::replay::Result;
 
 std::string read_all(const std::string& path) {
     if (path == "-") return {std::istreambuf_iterator<char>(std::cin), {}};
-    std::ifstream in(path, std::ios::binary);
-    if (!in)
-        throw input_error("cannot read trace '" + path + "': " + std::strerror(errno) +
-                          "; record one with CLPOOL_TRACE=path (docs/TRACE_FORMAT.md)");
-    std::ostringstream s;
-    s << in.rdbuf();
-    return s.str();
+    const auto cannot = [&](int err) {
+        return input_error("cannot read trace '" + path + "': " + std::strerror(err) +
+                           "; record one with CLPOOL_TRACE=path (docs/TRACE_FORMAT.md)");
+    };
+    // stdio, not an ifstream: an ifstream opens a directory and then reads nothing, which
+    // would pass for an empty trace; fread reports the error (EISDIR, EIO).
+    std::FILE* f = std::fopen(path.c_str(), "rb");
+    if (!f) throw cannot(errno);
+    std::string text;
+    char buf[1 << 16];
+    for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) text.append(buf, n);
+    const int err = errno;
+    const bool failed = std::ferror(f) != 0;
+    std::fclose(f);
+    if (failed) throw cannot(err);
+    return text;
 }
 
 std::string percent(double v) { return fixed(100.0 * v, 1) + "%"; }

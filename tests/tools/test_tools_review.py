@@ -2,7 +2,7 @@
 """Review of tools/convert_trace.py and tools/viz/clpool-viz: defects found by an adversarial
 review, one test each.
 
-    test_tools_review.py
+    [CLPOOL_REPLAY=build/tools/clpool-replay] test_tools_review.py
 """
 import importlib.machinery
 import importlib.util
@@ -97,6 +97,23 @@ class VizReview(unittest.TestCase):
         self.assertFalse("<!--" in data, "'<!--' in the inlined snapshot")
         self.assertFalse("<script" in data.lower(), "'<script' in the inlined snapshot")
         self.assertEqual(json.loads(data), snap)
+
+
+@unittest.skipUnless(os.environ.get("CLPOOL_REPLAY"), "set CLPOOL_REPLAY to the clpool-replay binary")
+class ReplayReview(unittest.TestCase):
+    # Defect: clpool-replay read its trace through an ifstream that opens a directory and then
+    # reads nothing, so a directory (or a read error) was reported as
+    # "line 1: empty file; expected the header ... Fix or remove that line" instead of why it
+    # could not be read.
+    def test_a_directory_is_not_an_empty_trace(self):
+        import subprocess
+        with tempfile.TemporaryDirectory() as d:
+            r = subprocess.run([os.environ["CLPOOL_REPLAY"], d, "--no-search", "--no-buckets"],
+                               capture_output=True, text=True)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn(f"cannot read trace '{d}'", r.stderr)
+        self.assertIn("Is a directory", r.stderr)
+        self.assertNotIn("empty file", r.stderr)
 
 
 if __name__ == "__main__":
