@@ -70,3 +70,20 @@ TEST_CASE("review: an arena --config with small above 10 MiB replays") {
     CHECK(r.failed == 0);
     CHECK(r.allocations == 2);
 }
+
+// Defect: a header of version 1 with trailing blanks ("clpool-trace 1 ", common in a hand-written
+// trace) was reported as "unsupported trace version", though version 1 is the one supported.
+TEST_CASE("review: trailing blanks after the header are named as such, not as an unsupported version") {
+    for (const char* text : {"clpool-trace 1 \n1 alloc 1 0x1 0x1 8\n", "clpool-trace 1\t\r\n"}) {
+        CAPTURE(text);
+        try {
+            parse_trace(text);
+            FAIL("parsed");
+        } catch (const trace_error& e) {
+            CHECK(e.line() == 1);
+            const std::string what = e.what();
+            CHECK(what.find("unsupported") == std::string::npos);
+            CHECK(what.find("trailing") != std::string::npos);
+        }
+    }
+}

@@ -123,6 +123,10 @@ inline Trace parse_trace(std::string_view text) {
         auto fail = [&](const std::string& what) { return trace_error(line_no, what + ": " + detail::quote(line)); };
         if (!header_seen) {
             if (line != trace_header) {
+                if (line.substr(0, trace_header.size()) == trace_header &&
+                    line.find_first_not_of(" \t", trace_header.size()) == std::string_view::npos)
+                    throw fail("trailing blanks after the header; expected exactly '" + std::string(trace_header) +
+                               "'");
                 if (line.substr(0, fmt::header_prefix.size()) == fmt::header_prefix)
                     throw fail("unsupported trace version; expected the header '" + std::string(trace_header) + "'");
                 throw fail("not a clpool trace; expected the header '" + std::string(trace_header) + "'");
