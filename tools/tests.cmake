@@ -76,6 +76,9 @@ clpool_tool_test(info.env_host ENV CLPOOL_DEVICE=host COMMAND ${info} --list STD
 # Set but blank: the library's config_error, as for every clpool program (the tools took it as auto).
 clpool_tool_test(info.blank_env_device RC 2 ENV CLPOOL_DEVICE= COMMAND ${info} --list
   STDERR "CLPOOL_DEVICE='' is empty")
+# A directory was read as an empty trace ("line 1: empty file ... Fix or remove that line").
+clpool_tool_test(replay.directory RC 2 COMMAND ${replay} ${CMAKE_CURRENT_SOURCE_DIR}/replay --no-search --no-buckets
+  STDERR "cannot read trace '.*replay': Is a directory" STDERR_NOT "empty file")
 if(CLPOOL_WITH_OPENCL)
   # No platform at run time (the ICD loader pointed at an empty folder): the host backend serves.
   file(MAKE_DIRECTORY ${o}/empty-icd)

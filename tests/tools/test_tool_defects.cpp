@@ -1,4 +1,4 @@
-// Review of the replay tool (tools/replay): defects found by an adversarial review, one test each.
+// Defects found in the replay tool (tools/replay), one test each: each fails on the code before its fix.
 #include "tools/replay/replay.hpp"
 #include "tools/replay/search.hpp"
 #include "tools/replay/trace.hpp"
@@ -27,7 +27,7 @@ Config pow2_config() {
 // `capacity - held`, which wrapped around, and let every pooled allocation through without the
 // pool trimming its idle buffers: the replay held far more than the capacity, kept a cache a real
 // device could not have, and the capacity search reported a capacity too small.
-TEST_CASE("review: a pooled allocation past the capacity still trims when pass-through buffers fill it") {
+TEST_CASE("replay: a pooled allocation past the capacity still trims when pass-through buffers fill it") {
     constexpr std::string_view text =
         "clpool-trace 1\n"
         "1 alloc 1 0x1 0x1 4096\n"  // a miss; cached 4096 after its free
@@ -60,7 +60,7 @@ TEST_CASE("review: a pooled allocation past the capacity still trims when pass-t
 // ArenaOptions::large_limit (not a --config key) at its 10 MiB default, so a documented-valid
 // 'small=16MiB,segment=16MiB' passed parse_config and then threw config_error on the first
 // allocation, naming large_limit, which the user cannot set.
-TEST_CASE("review: an arena --config with small above 10 MiB replays") {
+TEST_CASE("replay: an arena --config with small above 10 MiB replays") {
     const Config c = parse_config("buckets=arena,small=16MiB,segment=16MiB,large-segment=20MiB", 1);
     const Trace trace = parse_trace("clpool-trace 1\n1 alloc 1 0x1 0x1 12582912\n2 free 1\n3 alloc 2 0x1 0x1 4096\n");
     Target sim;
@@ -73,7 +73,7 @@ TEST_CASE("review: an arena --config with small above 10 MiB replays") {
 
 // Defect: a header of version 1 with trailing blanks ("clpool-trace 1 ", common in a hand-written
 // trace) was reported as "unsupported trace version", though version 1 is the one supported.
-TEST_CASE("review: trailing blanks after the header are named as such, not as an unsupported version") {
+TEST_CASE("replay: trailing blanks after the header are named as such, not as an unsupported version") {
     for (const char* text : {"clpool-trace 1 \n1 alloc 1 0x1 0x1 8\n", "clpool-trace 1\t\r\n"}) {
         CAPTURE(text);
         try {
