@@ -335,14 +335,18 @@ private:
 
     // A buffer from the backend. A sub-allocating one carves from its
     // segments; only when nothing fits there, even after the cache went back
-    // to it (where it coalesces), may it grow by a driver allocation.
-    Allocation<memory_type> obtain(std::size_t bytes) noexcept {
+    // to it (where it coalesces), may it grow by a driver allocation. The
+    // bytes of cache given back are added to `given_back` (the out-of-memory
+    // report's "given back before the retry").
+    Allocation<memory_type> obtain(std::size_t bytes, std::size_t& given_back) noexcept {
         if constexpr (traits::sub_allocates) {
             auto held = backend_.allocate_held(bytes, kind_);
             if (held.status == AllocStatus::ok) return held;
-            give_cache_back();
+            given_back += give_cache_back();
             held = backend_.allocate_held(bytes, kind_);
             if (held.status == AllocStatus::ok) return held;
+        } else {
+            (void)given_back;
         }
         return backend_.allocate(bytes, kind_);
     }
@@ -360,13 +364,13 @@ private:
             lists_.on_failure(index);
             throw;
         }
-        auto result = obtain(bytes);
-        std::size_t given_back = 0;
+        std::size_t given_back = 0;  // a sub-allocating pool's obtain() gives the cache back first
+        auto result = obtain(bytes, given_back);
         if (result.status == AllocStatus::out_of_memory) {
             // The cache may be what is crowding the device: give it back, try once more.
-            given_back = trim_from(where);
+            given_back += trim_from(where);
             lists_.on_oom_retry(index);
-            result = obtain(bytes);
+            result = obtain(bytes, given_back);
         }
         if (result.status != AllocStatus::ok) {
             const std::size_t held = lists_.on_failure(index);

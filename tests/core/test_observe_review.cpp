@@ -1,0 +1,55 @@
+// Review of the observability core: snapshots, their JSON, out-of-memory forensics.
+#include "pool_factory.hpp"
+
+#include <clpool/core/snapshot_json.hpp>
+
+#include <doctest/doctest.h>
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+using namespace clpool;
+using namespace clpool::test;
+
+namespace {
+
+using ReviewArena = Pool<ArenaBuckets, DeviceLocal, Unlimited, SingleMutex, SubAllocated<MockBackend>>;
+
+ArenaOptions review_tiny() {
+    ArenaOptions o;
+    o.granularity = 64;
+    o.small_limit = 4096;
+    o.small_segment = 16384;
+    o.large_segment = 65536;
+    o.large_limit = 32768;
+    o.large_round = 4096;
+    o.min_segment = 65536;
+    o.max_free_fraction = 1.0;  // keep empty segments until the driver runs out
+    o.release_before_new_peak = false;
+    return o;
+}
+
+}  // namespace
+
+// Defect: a sub-allocating pool gives its cache back (to the arena) before it
+// asks the driver for a new segment (Pool::obtain), so by the time of the
+// out-of-memory retry's trim nothing is cached: what() and the dump's
+// cached_given_back said "given back before the retry: 0 bytes" although the
+// pool had just given back all of its cached bytes.
+TEST_CASE("out_of_memory of a sub-allocating pool counts the cache it gave back before the retry") {
+    auto ledger = std::make_shared<Ledger>();
+    ledger->capacity = 65536;  // one large segment
+    ReviewArena pool(SubAllocated<MockBackend>(MockBackend(ledger), review_tiny()));
+    pool.allocate(40000).release();  // a cached block of 40960 bytes
+    REQUIRE(pool.stats().bytes_cached == 40960);
+    std::string what;
+    try {
+        (void)pool.allocate(70000);  // a segment of its own, which the device cannot hold
+        FAIL("expected out_of_memory");
+    } catch (const out_of_memory& e) {
+        what = e.what();
+    }
+    INFO(what);
+    CHECK(what.find("given back before the retry: 40960 bytes") != std::string::npos);
+}
