@@ -78,6 +78,18 @@ check("http://" not in page.replace("http://www.w3.org/2000/svg", "") and "https
       "the report loads nothing from the network")
 check(page.count('"state":"in_use"') == 12 + 6 + 6, "the report embeds every in-use buffer (and block)")
 
+# The call sites clpool writes ("function+0xOFF (module)", "0xOFF (module)") become PyTorch
+# frames that keep their module and function. Before, "function+0xOFF (module)" matched
+# neither pattern of the converter: every such frame said filename "??".
+demo_pt = os.path.join(out, "viz-demo.pickle")
+r = subprocess.run([sys.executable, viz, snap_path, "-o", html, "--pytorch", demo_pt], capture_output=True, text=True)
+check(r.returncode == 0, f"clpool-viz --pytorch on the demo snapshot ({r.stderr.strip()})")
+demo_frames = [f for s in pickle.load(open(demo_pt, "rb"))["segments"] for b in s["blocks"] for f in b["frames"]]
+check(demo_frames and all(f["filename"] != "??" for f in demo_frames),
+      f"every PyTorch frame of the demo names its module ({[f for f in demo_frames if f['filename'] == '??'][:1]})")
+check(any(f["name"].startswith("snapshot_demo_fill") for f in demo_frames),
+      "the demo's function is a PyTorch frame's name")
+
 # Truncated: the error names a line.
 trunc = os.path.join(out, "viz-cut.json")
 with open(trunc, "w", encoding="utf-8") as f:
