@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <thread>
 
 using namespace clpool;
 using namespace clpool::test;
@@ -52,4 +53,26 @@ TEST_CASE("out_of_memory of a sub-allocating pool counts the cache it gave back 
     }
     INFO(what);
     CHECK(what.find("given back before the retry: 40960 bytes") != std::string::npos);
+}
+
+// Defect: hand-outs from a ThreadCached magazine are documented not to move
+// a buffer's logical clock (handout_seq, handouts_since). They did, late:
+// when a magazine was emptied (its thread's exit, trim()), its hits were
+// added to the stripe's hit count, which is the clock, so every buffer's
+// handouts_since jumped by them.
+TEST_CASE("snapshot: a magazine's hand-outs do not move handouts_since, even once the magazine is emptied") {
+    using P = MockPool<PowerOfTwoBuckets, DeviceLocal, Unlimited, ThreadCached<4>>;
+    auto pool = make_pool<P>();
+    auto held = pool->allocate(64);  // a miss: the stripe's first hand-out
+    held.set_tag("held");
+    std::thread([&] {
+        for (int i = 0; i < 10; ++i) pool->allocate(64).release();  // one miss, then hits from its magazine
+    }).join();  // its magazine goes back to the shared lists
+    const auto snap = pool->snapshot();
+    CHECK(snap.stats.hits == 9);  // the magazine's hits still count as hits
+    const BufferInfo* info = nullptr;
+    for (const auto& b : snap.buffers)
+        if (b.tag == "held") info = &b;
+    REQUIRE(info);
+    CHECK(info->handouts_since == 1);  // the other thread's miss; its magazine hits are not hand-outs of the stripe
 }

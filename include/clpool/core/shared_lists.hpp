@@ -369,7 +369,7 @@ private:
         PoolStats out;
         for (const auto& st : stripes_) {
             const auto& s = st.counters;
-            out.hits += s.hits;
+            out.hits += s.hits + s.front_hits;
             out.misses += s.misses;
             out.evictions += s.evictions;
             out.driver_frees += s.driver_frees;

@@ -26,6 +26,10 @@ struct bucket_counts {
 struct stripe_counters {
     std::uint64_t hits = 0, misses = 0, evictions = 0, driver_frees = 0, oom_retries = 0, failed = 0;
     std::size_t bytes_cached = 0, bytes_pending = 0, bytes_in_use = 0, bytes_requested = 0, peak_in_use = 0;
+    // Hits a front served from its own cache, folded in: apart from `hits`,
+    // because hits + misses is the stripe's logical hand-out clock
+    // (block::handout_seq), which a front's hand-outs do not move.
+    std::uint64_t front_hits = 0;
 
     // A cached buffer handed to a caller who asked for nbytes.
     void on_hit(bucket_counts& b, std::size_t bytes, std::size_t nbytes) noexcept {
@@ -97,7 +101,7 @@ struct stripe_counters {
     }
     // Hits a front served from its own cache, folded in.
     void on_front_hits(bucket_counts& b, std::uint64_t n) noexcept {
-        hits += n;
+        front_hits += n;
         b.hits += n;
     }
     void on_oom_retry() noexcept { ++oom_retries; }
