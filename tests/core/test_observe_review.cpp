@@ -5,10 +5,14 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 using namespace clpool;
 using namespace clpool::test;
@@ -75,4 +79,49 @@ TEST_CASE("snapshot: a magazine's hand-outs do not move handouts_since, even onc
         if (b.tag == "held") info = &b;
     REQUIRE(info);
     CHECK(info->handouts_since == 1);  // the other thread's miss; its magazine hits are not hand-outs of the stripe
+}
+
+// Defect: Pool::snapshot() read a sub-allocating pool's segment list
+// (add_segments) and its segment counters (add_stats) under two separate
+// holds of the arena's lock. A miss on another thread carves from the arena
+// without the pool's locks, so a carve in between made the snapshot's own
+// segments disagree with its stats (segment_free_bytes, largest_free_block),
+// which OBSERVABILITY.md says agree.
+TEST_CASE("snapshot of a sub-allocating pool: its segments agree with its stats while other threads carve") {
+    auto ledger = std::make_shared<Ledger>();
+    auto o = review_tiny();
+    o.max_free_fraction = 0.5;  // segments come and go
+    o.release_before_new_peak = true;
+    ReviewArena pool(SubAllocated<MockBackend>(MockBackend(ledger), o));
+    std::atomic<bool> stop{false};
+    std::vector<std::thread> workers;
+    for (int t = 0; t < 2; ++t)
+        workers.emplace_back([&, t] {
+            std::vector<ReviewArena::handle> mine;
+            std::size_t n = 64 + 512 * static_cast<std::size_t>(t);
+            while (!stop.load(std::memory_order_relaxed)) {
+                n = (n * 7 + 4099) % 20000 + 64;
+                mine.push_back(pool.allocate(n));
+                if (mine.size() > 6) {
+                    mine.clear();
+                    pool.trim();  // the next allocations are misses: carves
+                }
+            }
+        });
+    int disagree = 0;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (std::chrono::steady_clock::now() < until && disagree == 0) {
+        const auto snap = pool.snapshot();
+        std::size_t free_bytes = 0, largest = 0, bytes = 0;
+        for (const auto& seg : snap.segments) {
+            free_bytes += seg.free_bytes;
+            largest = std::max(largest, seg.largest_free);
+            bytes += seg.bytes;
+        }
+        disagree += snap.segments.size() != snap.stats.segments || bytes != snap.stats.segment_bytes ||
+                    free_bytes != snap.stats.segment_free_bytes || largest != snap.stats.largest_free_block;
+    }
+    stop = true;
+    for (auto& w : workers) w.join();
+    CHECK(disagree == 0);
 }

@@ -216,6 +216,10 @@ public:
             traits::add_segments(backend_, out.segments);
             detail::join_segments(out.segments, places);
             traits::add_stats(backend_, s);  // the segment counters, as stats() has them
+            // The arena is carved without the pool's locks (a miss on another
+            // thread), so it may have changed between the two reads above:
+            // the segment totals are the list's own, so the two agree.
+            if constexpr (traits::sub_allocates) detail::segment_totals(out.segments, s);
             return s;
         };
         if constexpr (requires { front_.inspect(lists_, walk); }) out.stats = front_.inspect(lists_, walk);

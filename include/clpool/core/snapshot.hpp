@@ -123,6 +123,18 @@ inline void join_segments(std::vector<SegmentInfo>& segments, std::vector<buffer
         }
 }
 
+// The segment counters of `s` that `segments` lists (count, bytes, free
+// bytes, largest free range), from that list.
+inline void segment_totals(const std::vector<SegmentInfo>& segments, PoolStats& s) noexcept {
+    s.segments = segments.size();
+    s.segment_bytes = s.segment_free_bytes = s.largest_free_block = 0;
+    for (const auto& seg : segments) {
+        s.segment_bytes += seg.bytes;
+        s.segment_free_bytes += seg.free_bytes;
+        s.largest_free_block = std::max(s.largest_free_block, seg.largest_free);
+    }
+}
+
 inline std::uint64_t steady_ns() noexcept {
     return static_cast<std::uint64_t>(
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
