@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <thread>
@@ -124,4 +125,26 @@ TEST_CASE("snapshot of a sub-allocating pool: its segments agree with its stats 
     stop = true;
     for (auto& w : workers) w.join();
     CHECK(disagree == 0);
+}
+
+// Defect: OBSERVABILITY.md (and the include comment of its first example)
+// has write_snapshot(path, snapshot) for what pool.snapshot() returns, as
+// to_json has both overloads; write_snapshot took a ProcessSnapshot only,
+// so writing a pool's snapshot did not compile.
+TEST_CASE("write_snapshot writes one pool's snapshot, as to_json does") {
+    auto pool = make_pool<MockPool<PowerOfTwoBuckets, DeviceLocal, Unlimited, SingleMutex>>();
+    auto h = pool->allocate(100);
+    h.set_tag("written");
+    const auto snap = pool->snapshot();
+    const char* path = "clpool_test_observe_review_pool.json";
+    std::remove(path);
+    REQUIRE(write_snapshot(path, snap));
+    std::FILE* f = std::fopen(path, "rb");
+    REQUIRE(f);
+    std::string text(1 << 16, '\0');
+    text.resize(std::fread(text.data(), 1, text.size(), f));
+    std::fclose(f);
+    std::remove(path);
+    CHECK(text == to_json(snap));
+    CHECK(!write_snapshot("/nonexistent-dir/x.json", snap));
 }
