@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <thread>
@@ -147,4 +148,43 @@ TEST_CASE("write_snapshot writes one pool's snapshot, as to_json does") {
     std::remove(path);
     CHECK(text == to_json(snap));
     CHECK(!write_snapshot("/nonexistent-dir/x.json", snap));
+}
+
+// Defect: the CLPOOL_OOM_SNAPSHOT dump was written in place (fopen "wb",
+// fwrite). Out-of-memories on two threads at once (two pools here) each
+// truncated and wrote the same file: a short snapshot over the start of a
+// longer one left the longer one's tail after it, not JSON, while both
+// what() said "snapshot written to".
+TEST_CASE("CLPOOL_OOM_SNAPSHOT: out-of-memories on two threads at once leave one whole snapshot") {
+    using P = MockPool<PowerOfTwoBuckets, DeviceLocal, Unlimited, SingleMutex>;
+    const char* path = "clpool_test_observe_review_oom_race.json";
+    ::setenv("CLPOOL_OOM_SNAPSHOT", path, 1);
+    auto la = std::make_shared<Ledger>(), lb = std::make_shared<Ledger>();
+    P a{MockBackend(la)}, b{MockBackend(lb)};
+    std::vector<P::handle> ka, kb;
+    for (std::size_t i = 0; i < 200; ++i) ka.push_back(a.allocate(100 + i));  // a long snapshot
+    kb.push_back(b.allocate(100));                                           // a short one
+    la->capacity = la->live_bytes.load();  // the devices are full
+    lb->capacity = lb->live_bytes.load();
+    int bad = 0;
+    for (int round = 0; round < 300 && bad == 0; ++round) {
+        std::thread ta([&] {
+            for (int i = 0; i < 5; ++i) (void)a.try_allocate(1 << 20);
+        });
+        std::thread tb([&] {
+            for (int i = 0; i < 5; ++i) (void)b.try_allocate(1 << 20);
+        });
+        ta.join();
+        tb.join();
+        std::FILE* f = std::fopen(path, "rb");
+        REQUIRE(f);
+        std::string text(1 << 20, '\0');
+        text.resize(std::fread(text.data(), 1, text.size(), f));
+        std::fclose(f);
+        const auto end = text.find("]}\n");  // the end of the top-level object: the file's end
+        bad += end == std::string::npos || end + 3 != text.size();
+    }
+    ::unsetenv("CLPOOL_OOM_SNAPSHOT");
+    std::remove(path);
+    CHECK(bad == 0);
 }

@@ -5,12 +5,45 @@
 #include <clpool/core/snapshot_json.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
+#if __has_include(<sys/stat.h>) && __has_include(<unistd.h>)
+#include <sys/stat.h>
+#include <unistd.h>
+#define CLPOOL_OOM_DUMP_RENAMES 1
+#endif
+
 namespace clpool::detail {
+
+// The CLPOOL_OOM_SNAPSHOT dump, whole: written to a file of its own beside
+// `path`, then renamed over it, so that out-of-memories on several threads
+// at once leave one of their snapshots, never one spliced into another. A
+// path that is not a regular file (a device, a pipe) or whose directory
+// takes no new file is written in place. Never throws.
+inline bool write_oom_dump(const char* path, const ProcessSnapshot& dump) noexcept {
+#ifdef CLPOOL_OOM_DUMP_RENAMES
+    try {
+        struct stat st{};
+        if (::stat(path, &st) != 0 || S_ISREG(st.st_mode)) {
+            static std::atomic<unsigned long> serial{0};
+            const std::string tmp = std::string(path) + "." + std::to_string(::getpid()) + "." +
+                                    std::to_string(serial.fetch_add(1, std::memory_order_relaxed)) + ".tmp";
+            if (write_snapshot(tmp.c_str(), dump)) {
+                if (std::rename(tmp.c_str(), path) == 0) return true;
+            }
+            std::remove(tmp.c_str());
+        }
+    } catch (...) {
+        return false;
+    }
+#endif
+    return write_snapshot(path, dump);
+}
 
 // The forensics lines of an out-of-memory message, from the pool's snapshot
 // taken after the failed retry. Writes that snapshot to CLPOOL_OOM_SNAPSHOT
@@ -65,7 +98,7 @@ inline std::string oom_report(const PoolSnapshot& snap, const OutOfMemoryRecord&
         dump.taken_ns = snap.taken_ns;
         dump.out_of_memory = oom;
         dump.pools.push_back(snap);
-        line(write_snapshot(path, dump) ? std::string("snapshot written to ") + path
+        line(write_oom_dump(path, dump) ? std::string("snapshot written to ") + path
                                         : std::string("could not write the snapshot to ") + path);
     }
     return out;
