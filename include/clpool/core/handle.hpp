@@ -55,8 +55,10 @@ public:
     }
 
     // Names the holder in snapshots (Pool::snapshot, the out-of-memory
-    // report) until the buffer is handed back. `tag` must outlive the buffer's
-    // time in the pool: a string literal or other static string. Not copied.
+    // report) until the buffer is handed back. `tag` must outlive the pool: a
+    // string literal or other static string. Not copied: a snapshot shows an
+    // idle buffer's last tag, and the history keeps the tags of releases and
+    // evictions, after the buffer itself has gone back to the driver.
     void set_tag(const char* tag) noexcept {
         if (block_) block_->set_tag(tag);
     }
