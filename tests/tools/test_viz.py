@@ -218,4 +218,48 @@ for i, pool in enumerate(v2["pools"]):
             requested.discard(e["addr"])
     check(ordered, f"pool {i}: each free is requested before it completes")
 
+# A release the pool does not keep (an evict of a buffer in use: a cap refused it, or a
+# sub-allocating pool's exact-size block went back to its arena) frees the allocation in the
+# PyTorch trace before its segment goes. Before, only segment_free was written for a bucket
+# pool, and nothing for an arena: the allocation stayed live to the end of the trace.
+def evict_pool(segments):
+    stats = {f: 0 for f in ("hits", "misses", "evictions", "driver_frees", "oom_retries", "failed_allocations",
+                            "bytes_allocated", "bytes_cached", "bytes_in_use", "bytes_requested", "bytes_pending",
+                            "peak_bytes_allocated", "peak_bytes_in_use")}
+    stats["buckets"] = []
+    pool = {"name": "review", "taken_ns": 5_000_000, "stats": stats, "buffers": [],
+            "history": {"capacity": 8, "recorded": 4, "dropped": 0, "events": [
+                {"t_ns": 1_000_000, "action": "alloc", "hit": False, "id": 77, "bytes_requested": 1_500_000,
+                 "bytes_held": 1_500_160, "bucket_size": 0, "tag": None},
+                {"t_ns": 2_000_000, "action": "evict", "id": 77, "bytes_requested": 1_500_000,
+                 "bytes_held": 1_500_160, "bucket_size": 0, "tag": None},
+                {"t_ns": 3_000_000, "action": "alloc", "hit": False, "id": 78, "bytes_requested": 100,
+                 "bytes_held": 512, "bucket_size": 512, "tag": None},
+                {"t_ns": 3_000_000, "action": "free", "id": 78, "bytes_requested": 100,
+                 "bytes_held": 512, "bucket_size": 512, "tag": None}]}}
+    if segments:
+        pool["segments"] = [{"id": 1, "bytes": 2 << 20, "free_bytes": 2 << 20, "largest_free": 2 << 20,
+                             "blocks": [{"offset": 0, "bytes": 2 << 20, "state": "free", "buffer_id": 0}]}]
+    return {"schema": "clpool.snapshot", "version": 2, "taken_ns": 5_000_000, "out_of_memory": None,
+            "pools": [pool]}
+
+
+for segments in (False, True):
+    kind = "an arena" if segments else "a bucket pool"
+    src = os.path.join(out, f"viz-evict-{int(segments)}.json")
+    with open(src, "w", encoding="utf-8") as f:
+        json.dump(evict_pool(segments), f)
+    dst = os.path.join(out, f"viz-evict-{int(segments)}.pickle")
+    r = subprocess.run([sys.executable, viz, src, "-o", dst + ".html", "--pytorch", dst], capture_output=True, text=True)
+    check(r.returncode == 0, f"clpool-viz --pytorch on {kind} with an evict ({r.stderr.strip()})")
+    trace = pickle.load(open(dst, "rb"))["device_traces"][0]
+    live = {}
+    for e in trace:
+        if e["action"] == "alloc":
+            live[e["addr"]] = live.get(e["addr"], 0) + 1
+        elif e["action"] == "free_completed":
+            live[e["addr"]] = live.get(e["addr"], 0) - 1
+    check(all(n == 0 for n in live.values()),
+          f"{kind}: a buffer released and evicted is freed in the PyTorch trace ({[e['action'] for e in trace]})")
+
 sys.exit(1 if failures else 0)
