@@ -23,13 +23,13 @@ namespace clpool::detail {
 // The CLPOOL_OOM_SNAPSHOT dump, whole: written to a file of its own beside
 // `path`, then renamed over it, so that out-of-memories on several threads
 // at once leave one of their snapshots, never one spliced into another. A
-// path that is not a regular file (a device, a pipe) or whose directory
+// path that is not a regular file (a device, a pipe, a link) or whose directory
 // takes no new file is written in place. Never throws.
 inline bool write_oom_dump(const char* path, const ProcessSnapshot& dump) noexcept {
 #ifdef CLPOOL_OOM_DUMP_RENAMES
     try {
         struct stat st{};
-        if (::stat(path, &st) != 0 || S_ISREG(st.st_mode)) {
+        if (::lstat(path, &st) != 0 || S_ISREG(st.st_mode)) {  // a link is written through, in place
             static std::atomic<unsigned long> serial{0};
             const std::string tmp = std::string(path) + "." + std::to_string(::getpid()) + "." +
                                     std::to_string(serial.fetch_add(1, std::memory_order_relaxed)) + ".tmp";
