@@ -1,4 +1,4 @@
-// Review of the observability core: snapshots, their JSON, out-of-memory forensics.
+// Defects found in the observability core (snapshots, their JSON, out-of-memory forensics), one case each: each fails on the code before its fix.
 #include "pool_factory.hpp"
 
 #include <clpool/core/snapshot_json.hpp>
@@ -21,9 +21,9 @@ using namespace clpool::test;
 
 namespace {
 
-using ReviewArena = Pool<ArenaBuckets, DeviceLocal, Unlimited, SingleMutex, SubAllocated<MockBackend>>;
+using DefectsArena = Pool<ArenaBuckets, DeviceLocal, Unlimited, SingleMutex, SubAllocated<MockBackend>>;
 
-ArenaOptions review_tiny() {
+ArenaOptions defects_tiny_arena() {
     ArenaOptions o;
     o.granularity = 64;
     o.small_limit = 4096;
@@ -47,7 +47,7 @@ ArenaOptions review_tiny() {
 TEST_CASE("out_of_memory of a sub-allocating pool counts the cache it gave back before the retry") {
     auto ledger = std::make_shared<Ledger>();
     ledger->capacity = 65536;  // one large segment
-    ReviewArena pool(SubAllocated<MockBackend>(MockBackend(ledger), review_tiny()));
+    DefectsArena pool(SubAllocated<MockBackend>(MockBackend(ledger), defects_tiny_arena()));
     pool.allocate(40000).release();  // a cached block of 40960 bytes
     REQUIRE(pool.stats().bytes_cached == 40960);
     std::string what;
@@ -91,15 +91,15 @@ TEST_CASE("snapshot: a magazine's hand-outs do not move handouts_since, even onc
 // which OBSERVABILITY.md says agree.
 TEST_CASE("snapshot of a sub-allocating pool: its segments agree with its stats while other threads carve") {
     auto ledger = std::make_shared<Ledger>();
-    auto o = review_tiny();
+    auto o = defects_tiny_arena();
     o.max_free_fraction = 0.5;  // segments come and go
     o.release_before_new_peak = true;
-    ReviewArena pool(SubAllocated<MockBackend>(MockBackend(ledger), o));
+    DefectsArena pool(SubAllocated<MockBackend>(MockBackend(ledger), o));
     std::atomic<bool> stop{false};
     std::vector<std::thread> workers;
     for (int t = 0; t < 2; ++t)
         workers.emplace_back([&, t] {
-            std::vector<ReviewArena::handle> mine;
+            std::vector<DefectsArena::handle> mine;
             std::size_t n = 64 + 512 * static_cast<std::size_t>(t);
             while (!stop.load(std::memory_order_relaxed)) {
                 n = (n * 7 + 4099) % 20000 + 64;
@@ -137,7 +137,7 @@ TEST_CASE("write_snapshot writes one pool's snapshot, as to_json does") {
     auto h = pool->allocate(100);
     h.set_tag("written");
     const auto snap = pool->snapshot();
-    const char* path = "clpool_test_observe_review_pool.json";
+    const char* path = "clpool_test_observability_defects_pool.json";
     std::remove(path);
     REQUIRE(write_snapshot(path, snap));
     std::FILE* f = std::fopen(path, "rb");
@@ -157,13 +157,13 @@ TEST_CASE("write_snapshot writes one pool's snapshot, as to_json does") {
 // what() said "snapshot written to".
 TEST_CASE("CLPOOL_OOM_SNAPSHOT: out-of-memories on two threads at once leave one whole snapshot") {
     using P = MockPool<PowerOfTwoBuckets, DeviceLocal, Unlimited, SingleMutex>;
-    const char* path = "clpool_test_observe_review_oom_race.json";
+    const char* path = "clpool_test_observability_defects_oom_race.json";
     ::setenv("CLPOOL_OOM_SNAPSHOT", path, 1);
     auto la = std::make_shared<Ledger>(), lb = std::make_shared<Ledger>();
     P a{MockBackend(la)}, b{MockBackend(lb)};
     std::vector<P::handle> ka, kb;
     for (std::size_t i = 0; i < 200; ++i) ka.push_back(a.allocate(100 + i));  // a long snapshot
-    kb.push_back(b.allocate(100));                                           // a short one
+    kb.push_back(b.allocate(100));  // a short one
     la->capacity = la->live_bytes.load();  // the devices are full
     lb->capacity = lb->live_bytes.load();
     int bad = 0;
