@@ -6,6 +6,7 @@
 #include <clpool/clpool.hpp>  // defines CLPOOL_HAS_OPENCL where the OpenCL parts are built
 #ifdef CLPOOL_HAS_OPENCL
 #include "opencl_env.hpp"
+#include "rerun_self.hpp"
 
 #include <clpool/pools/process_snapshot.hpp>
 
@@ -15,36 +16,7 @@
 #include <string>
 #include <vector>
 
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-extern char** environ;
-
 using namespace clpool;
-
-namespace {
-
-// Runs this test binary with `var` set and a test-case filter; its exit status.
-int run_registry_child(const std::string& var, const std::string& filter) {
-    std::vector<std::string> env_strings;
-    const std::string prefix = var.substr(0, var.find('=') + 1);
-    for (char** e = environ; *e; ++e)
-        if (std::string(*e).rfind(prefix, 0) != 0) env_strings.emplace_back(*e);
-    env_strings.push_back(var);
-    std::vector<char*> envp;
-    for (auto& s : env_strings) envp.push_back(s.data());
-    envp.push_back(nullptr);
-    std::string self = "/proc/self/exe", no_skip = "--no-skip", tc = "-tc=" + filter, minimal = "--minimal";
-    char* argv[] = {self.data(), no_skip.data(), tc.data(), minimal.data(), nullptr};
-    pid_t pid = 0;
-    if (posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, argv, envp.data()) != 0) return -1;
-    int status = 0;
-    if (waitpid(pid, &status, 0) != pid) return -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-}  // namespace
 
 // context_registry::get() made the map slot (pools_[{ctx, device}])
 // before constructing the pool; when the pool's constructor threw (here
@@ -66,6 +38,6 @@ TEST_CASE("registry child: a pool whose construction throws leaves no empty slot
 }
 
 TEST_CASE("registry: a pool constructor that throws leaves the registry usable (snapshot, trim, release)") {
-    CHECK(run_registry_child("CLPOOL_MAX_CACHED_GB=12x", "registry child: a pool whose construction throws*") == 0);
+    CHECK(test::rerun_self("CLPOOL_MAX_CACHED_GB=12x", "registry child: a pool whose construction throws*") == 0);
 }
 #endif

@@ -4,19 +4,13 @@
 // before clpool first reads it run this binary again as a child with the
 // variable set (the "env child:" cases, skipped unless a parent asks for them).
 #include "pool_factory.hpp"
+#include "rerun_self.hpp"
 
 #include <doctest/doctest.h>
 
 #include <cstdlib>
 #include <string>
 #include <vector>
-
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-extern char** environ;
 
 using namespace clpool;
 using namespace clpool::test;
@@ -30,33 +24,6 @@ std::string message_of(auto&& f) {
         return e.what();
     }
     return "(no config_error)";
-}
-
-// Runs this test binary with one extra variable and a test-case filter; returns its exit status.
-// `quiet`: the child is expected to fail; its report would only confuse the log.
-int run_child(const std::string& var, const std::string& filter, bool quiet = false) {
-    std::vector<std::string> env_strings;
-    for (char** e = environ; *e; ++e)
-        if (std::string(*e).rfind(var.substr(0, var.find('=') + 1), 0) != 0) env_strings.emplace_back(*e);
-    env_strings.push_back(var);
-    std::vector<char*> envp;
-    for (auto& s : env_strings) envp.push_back(s.data());
-    envp.push_back(nullptr);
-    std::string self = "/proc/self/exe", no_skip = "--no-skip", tc = "-tc=" + filter, minimal = "--minimal";
-    char* argv[] = {self.data(), no_skip.data(), tc.data(), minimal.data(), nullptr};
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    if (quiet) {
-        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
-        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
-    }
-    pid_t pid = 0;
-    const int rc = posix_spawn(&pid, "/proc/self/exe", &actions, nullptr, argv, envp.data());
-    posix_spawn_file_actions_destroy(&actions);
-    if (rc != 0) return -1;
-    int status = 0;
-    if (waitpid(pid, &status, 0) != pid) return -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 }  // namespace
@@ -109,8 +76,8 @@ TEST_CASE("env child: CLPOOL_MAX_CACHED_GB=0.25 caps capped pools at 256 MiB" * 
 }
 
 TEST_CASE("a process started with a bad CLPOOL_MAX_CACHED_GB gets config_error from capped pools") {
-    CHECK(run_child("CLPOOL_MAX_CACHED_GB=12x", "env child: an invalid*") == 0);
-    CHECK(run_child("CLPOOL_MAX_CACHED_GB=0.25", "env child: CLPOOL_MAX_CACHED_GB=0.25*") == 0);
+    CHECK(rerun_self("CLPOOL_MAX_CACHED_GB=12x", "env child: an invalid*") == 0);
+    CHECK(rerun_self("CLPOOL_MAX_CACHED_GB=0.25", "env child: CLPOOL_MAX_CACHED_GB=0.25*") == 0);
     // The child really checks: with the other value it fails.
-    CHECK(run_child("CLPOOL_MAX_CACHED_GB=4", "env child: CLPOOL_MAX_CACHED_GB=0.25*", true) != 0);
+    CHECK(rerun_self("CLPOOL_MAX_CACHED_GB=4", "env child: CLPOOL_MAX_CACHED_GB=0.25*", true) != 0);
 }

@@ -22,6 +22,20 @@
 using namespace clpool;
 using i64 = std::int64_t;
 
+namespace {
+// An attachment whose destruction (the entry being freed) says so on `entered`
+// and then waits for `go`: holds a reclaim round inside its frees.
+struct slow_attachment : detail::shape_attachment {
+    std::atomic<bool>* entered;
+    std::atomic<bool>* go;
+    slow_attachment(std::atomic<bool>* e, std::atomic<bool>* g) : entered(e), go(g) {}
+    ~slow_attachment() override {
+        entered->store(true);
+        while (!go->load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+};
+}  // namespace
+
 // validate() stopped computing the element count at the first
 // overflowing partial product, so an empty tensor (an extent of 0 after two
 // huge ones: element count 0) was refused with count_overflow, while the same
@@ -49,15 +63,6 @@ TEST_CASE("an empty tensor with huge extents before its zero extent is not a cou
 // (its attachment is destroyed with the entry, possibly slowly: a pool gone
 // means waiting for the buffer's events).
 TEST_CASE("collect() returns only after a concurrent round has freed what it took") {
-    struct slow_attachment : detail::shape_attachment {
-        std::atomic<bool>* entered;
-        std::atomic<bool>* go;
-        slow_attachment(std::atomic<bool>* e, std::atomic<bool>* g) : entered(e), go(g) {}
-        ~slow_attachment() override {
-            entered->store(true);
-            while (!go->load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-        }
-    };
     ShapeTrie::collect();
     ShapeTrie::collect();
     const i64 base = ShapeTrie::live_entries();
@@ -93,15 +98,6 @@ TEST_CASE("collect() returns only after a concurrent round has freed what it too
 // under the stripe's lock, and the retire that makes up its 128th runs a
 // reclaim round there that frees an entry whose attachment waits on `go`.
 TEST_CASE("a fork child can intern into a global trie stripe a parent thread held at the fork") {
-    struct slow_attachment : detail::shape_attachment {
-        std::atomic<bool>* entered;
-        std::atomic<bool>* go;
-        slow_attachment(std::atomic<bool>* e, std::atomic<bool>* g) : entered(e), go(g) {}
-        ~slow_attachment() override {
-            entered->store(true);
-            while (!go->load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-        }
-    };
     ShapeTrie& trie = ShapeTrie::global();
     const i64 ext[] = {5, 7, 11, 13, 17};
     std::atomic<bool> entered{false}, go{false};

@@ -205,32 +205,29 @@ inline std::string to_json(const PoolSnapshot& snap) {
     return to_json(p);
 }
 
-// Writes to_json(snap) to `path`. Never throws: false if the JSON could not
-// be made (out of host memory) or the file not written in full.
 namespace detail {
-inline bool write_json(const char* path, const std::string& text) noexcept {
-    std::FILE* f = std::fopen(path, "wb");
-    if (!f) return false;
-    const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-    return std::fclose(f) == 0 && ok;
+template <class Snapshot>
+bool write_json(const char* path, const Snapshot& snap) noexcept {
+    try {
+        const std::string text = to_json(snap);
+        std::FILE* f = std::fopen(path, "wb");
+        if (!f) return false;
+        const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+        return std::fclose(f) == 0 && ok;
+    } catch (...) {
+        return false;
+    }
 }
 }  // namespace detail
 
+// Writes to_json(snap) to `path`, a process's snapshot or one pool's. Never
+// throws: false if the JSON could not be made (out of host memory) or the
+// file not written in full.
 inline bool write_snapshot(const char* path, const ProcessSnapshot& snap) noexcept {
-    try {
-        return detail::write_json(path, to_json(snap));
-    } catch (...) {
-        return false;
-    }
+    return detail::write_json(path, snap);
 }
-
-// One pool's snapshot, as to_json(const PoolSnapshot&) writes it.
 inline bool write_snapshot(const char* path, const PoolSnapshot& snap) noexcept {
-    try {
-        return detail::write_json(path, to_json(snap));
-    } catch (...) {
-        return false;
-    }
+    return detail::write_json(path, snap);
 }
 
 }  // namespace clpool
