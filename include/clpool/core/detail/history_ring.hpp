@@ -263,8 +263,12 @@ private:
         const std::size_t k = staged_;
         if (t == 0 || order == 0 || k >= stage_limit_) [[unlikely]]
             return false;
-        store_slot(stage_[k], t, order, reinterpret_cast<std::uintptr_t>(&b), packed, b.bucket_bytes, b.history_events);
-        ++b.history_events;
+        std::uint64_t events = b.history_events;
+        std::size_t held = b.bucket_bytes;
+        in_register(events);
+        in_register(held);
+        store_slot(stage_[k], t, order, reinterpret_cast<std::uintptr_t>(&b), packed, held, events);
+        b.history_events = events + 1;
         thread_order::advance(order);
         staged_ = k + 1;
         // Fetches the ring's line that this slot goes to at the flush, so the
@@ -274,6 +278,17 @@ private:
         // write: a prefetch never faults, and a bound test costs every event.
         __builtin_prefetch(reinterpret_cast<const void*>(flush_to_ + k * sizeof(packed_slot)), 1, 3);
         return true;
+    }
+
+    // Keeps v in a register from here on. Why: left alone, the compiler reads
+    // history_events for store_slot with a 16-byte load of the fields around
+    // it, and a 16-byte load cannot take its value from the 8-byte store that
+    // the buffer's previous event made there: every release after its
+    // hand-out (a few dozen instructions on) waited for that store to reach
+    // the cache (docs/BENCHMARKS.md, "The store that a load could not forward").
+    template <class T>
+    [[gnu::always_inline]] static void in_register(T& v) noexcept {
+        asm("" : "+r"(v));
     }
 
     // An event in full, into the ring (a call site, a tag, a full stage, ...).
