@@ -888,3 +888,45 @@ TEST_CASE("a released kept view is gone before another thread can carve over its
     }
     CHECK(registry.live.empty());
 }
+
+namespace {
+
+// Host memory whose next segment allocation first runs `before_segment`
+// (once): there a test frees a block, as another thread may between the
+// pool's failed carve and the new segment.
+struct SegmentHookHost : HostBackend {
+    std::function<void()>* before_segment = nullptr;
+    Allocation<HostMemory> allocate(std::size_t n, MemoryKind k) noexcept {
+        if (before_segment && *before_segment) std::exchange(*before_segment, nullptr)();
+        return HostBackend::allocate(n, k);
+    }
+};
+
+}  // namespace
+
+TEST_CASE("a new segment carves the request itself, even if a fitting range was freed while it was made") {
+    std::function<void()> hook;
+    SegmentHookHost parent;
+    parent.before_segment = &hook;
+    SubAllocated<SegmentHookHost> arena(parent, tiny());
+    auto take = [&](std::size_t n) {
+        auto got = arena.allocate_held(n, MemoryKind::device_local);
+        if (got.status != AllocStatus::ok) got = arena.allocate(n, MemoryKind::device_local);
+        REQUIRE(got.status == AllocStatus::ok);
+        return std::move(got.memory);
+    };
+    auto a = take(4096);  // one small segment (16 KiB), full
+    auto b = take(4096);
+    auto c = take(4096);
+    auto d = take(4096);
+    REQUIRE(arena.allocate_held(4096, MemoryKind::device_local).status == AllocStatus::out_of_memory);
+    hook = [&] { a = {}; };  // a's range is free by the time the new segment is added
+    auto got = arena.allocate(4096, MemoryKind::device_local);
+    REQUIRE(got.status == AllocStatus::ok);
+    CHECK(got.memory.segment().data() != b.segment().data());  // carved from the new segment
+    std::vector<SegmentInfo> segments;
+    arena.add_segments(segments);
+    REQUIRE(segments.size() == 2);
+    for (const auto& s : segments) CHECK(s.free_bytes < s.bytes);  // neither sits empty
+    CHECK(arena.allocate_held(4096, MemoryKind::device_local).status == AllocStatus::ok);  // a's range serves the next
+}

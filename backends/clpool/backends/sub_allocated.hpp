@@ -533,12 +533,12 @@ private:
         typename arena_type::range* r = nullptr;
         {
             std::lock_guard lock(space.mutex());
-            if (!space.add(mem, seg_bytes, space.pool_of(space.round(n)))) {
-                return {memory_type(), AllocStatus::out_of_memory, 0};  // mem frees itself
-            }
-            r = space.take(space.round(n));
+            auto* seg = space.add(mem, seg_bytes, space.pool_of(space.round(n)));
+            if (!seg) return {memory_type(), AllocStatus::out_of_memory, 0};  // mem frees itself
+            // From the new segment, not the best fit: a range freed meanwhile
+            // by another thread would leave the new segment empty.
+            r = space.take_from(seg->first, space.round(n));
         }
-        if (!r) return {memory_type(), AllocStatus::out_of_memory, 0};  // taken by another thread first
         return view_of(r, n, kind);
     }
 

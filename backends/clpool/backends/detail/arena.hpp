@@ -104,14 +104,21 @@ public:
     // The best-fitting free range of at least `rounded` bytes, split to size
     // if the rest is worth keeping; nullptr when none fits.
     range* take(std::size_t rounded) noexcept {
-        ++takes_;
         auto& tree = free_[pool_of(rounded)];
         auto it = tree.lower_bound(rounded, size_below{});
-        if (it == tree.end()) return nullptr;
-        range* r = &*it;
-        tree.erase(it);
+        if (it == tree.end()) {
+            ++takes_;
+            return nullptr;
+        }
+        return take_from(&*it, rounded);
+    }
+
+    // Free range r, of at least `rounded` bytes, taken as take() takes its
+    // best fit: a new segment's first range, for the request it was made for.
+    range* take_from(range* r, std::size_t rounded) noexcept {
+        ++takes_;
+        remove_free(*r);
         r->free = false;
-        free_bytes_ -= r->size;
         if (r->size - rounded >= opt_.granularity) {
             auto* rest = new (std::nothrow) range;
             if (rest) {  // no node: hand out the whole range
@@ -129,15 +136,15 @@ public:
         return r;
     }
 
-    // Adds a segment of `size` bytes over `memory`, all of it free. False
-    // (memory untouched) if the host is out of memory for the nodes.
-    bool add(Memory& memory, std::size_t size, int kind) noexcept {
+    // Adds a segment of `size` bytes over `memory`, all of it free, and
+    // returns it. nullptr (memory untouched) if the host is out of memory for the nodes.
+    segment* add(Memory& memory, std::size_t size, int kind) noexcept {
         auto* s = new (std::nothrow) segment;
         auto* r = new (std::nothrow) range;
         if (!s || !r) {
             delete s;
             delete r;
-            return false;
+            return nullptr;
         }
         s->memory = std::move(memory);
         s->size = size;
@@ -153,7 +160,7 @@ public:
         segment_bytes_ += size;
         peak_segment_bytes_ = std::max(peak_segment_bytes_, segment_bytes_);
         insert_free(*r);
-        return true;
+        return s;
     }
 
     // A range back: merged with its free neighbours.
