@@ -18,6 +18,7 @@
 #include <chrono>
 #include <clocale>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <thread>
@@ -121,6 +122,36 @@ TEST_CASE("an exit wait of milliseconds::max() waits for a busy queue instead of
     const auto left = reg.finish_all_within(detail::exit_wait());
     detail::exit_wait_override_ms.store(-1);  // back to CLPOOL_EXIT_WAIT_MS (negative: not set)
     CHECK(left == 0);
+}
+
+// Before: once one queue was found busy, every queue after it was counted busy unchecked, so
+// the exit message ("N of M ... still busy") and the count returned named idle queues too.
+TEST_CASE("the exit wait counts only the queues still busy, not every queue after the first busy one") {
+    BusyQueue busy(std::chrono::milliseconds(1500));  // busy for all of the wait below
+    auto& env = test::OpenCLEnv::get();
+    cl_int err = CL_SUCCESS;
+    cl::CommandQueue idle(clCreateCommandQueue(env.context(), env.device(), 0, &err), false);
+    REQUIRE(err == CL_SUCCESS);
+    auto& reg = detail::queue_registry::instance();
+    reg.add(busy.q());
+    reg.add(idle());  // after the busy one
+    const std::size_t registered = reg.queues().size();
+    std::FILE* captured = std::tmpfile();
+    REQUIRE(captured);
+    std::fflush(stderr);
+    const int saved = dup(STDERR_FILENO);
+    dup2(fileno(captured), STDERR_FILENO);
+    const auto left = reg.finish_all_within(std::chrono::milliseconds(300));
+    std::fflush(stderr);
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    std::string text(4096, '\0');
+    std::rewind(captured);
+    text.resize(std::fread(text.data(), 1, text.size(), captured));
+    std::fclose(captured);
+    CHECK(left == 1);
+    CHECK(text.find("1 of " + std::to_string(registered) + " registered command queues still busy") !=
+          std::string::npos);
 }
 
 #ifdef CLPOOL_HAS_INTERRUPT_HANDLER

@@ -89,10 +89,19 @@ inline WaitStatus wait_interruptible(cl_event event, const WaitOptions& options 
 // stuck inside clFinish and returns `interrupted` soon after the stop flag
 // is set, e.g. by Ctrl+C with install_interrupt_handler() or by a handler of
 // your own calling request_interrupt(). Never throws. Thread-safe.
-inline WaitStatus finish_interruptible(cl_command_queue queue, const WaitOptions& options = {}) noexcept {
+namespace detail {
+// A marker after everything queued on `queue` so far, submitted; nullptr if refused.
+inline cl_event submitted_marker(cl_command_queue queue) noexcept {
     cl_event marker = nullptr;
-    if (clEnqueueMarkerWithWaitList(queue, 0, nullptr, &marker) != CL_SUCCESS) return WaitStatus::failed;
+    if (clEnqueueMarkerWithWaitList(queue, 0, nullptr, &marker) != CL_SUCCESS) return nullptr;
     clFlush(queue);  // submit, or a polled marker may never start
+    return marker;
+}
+}  // namespace detail
+
+inline WaitStatus finish_interruptible(cl_command_queue queue, const WaitOptions& options = {}) noexcept {
+    cl_event marker = detail::submitted_marker(queue);
+    if (!marker) return WaitStatus::failed;
     const auto s = wait_interruptible(marker, options);
     clReleaseEvent(marker);
     return s;

@@ -109,16 +109,25 @@ public:
     std::size_t finish_all_within(std::chrono::milliseconds budget) noexcept {
         const wait_budget left(budget);
         const auto qs = retained_copy();
+        // Every queue's marker first: each queue gets the whole budget, and
+        // one found busy is checked, never assumed, once the budget is spent.
+        std::vector<cl_event> markers;
+        try {
+            markers.resize(qs.size(), nullptr);
+        } catch (...) {}  // no room: each marker comes at its queue's turn
+        for (std::size_t i = 0; i < markers.size(); ++i) markers[i] = submitted_marker(qs[i]);
         static const std::atomic<bool> never{false};
         std::size_t failed = 0, busy = 0;
-        for (auto q : qs) {
+        for (std::size_t i = 0; i < qs.size(); ++i) {
             WaitOptions w;
             w.stop = &never;
             w.timeout = left.left();
-            const auto status = busy ? WaitStatus::timed_out : finish_interruptible(q, w);
+            const cl_event marker = i < markers.size() ? markers[i] : submitted_marker(qs[i]);
+            const auto status = marker ? wait_interruptible(marker, w) : WaitStatus::failed;
+            if (marker) clReleaseEvent(marker);
             busy += status == WaitStatus::timed_out;
             failed += status == WaitStatus::failed;
-            clReleaseCommandQueue(q);
+            clReleaseCommandQueue(qs[i]);
         }
         if (busy)
             std::fprintf(stderr,
