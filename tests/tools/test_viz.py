@@ -262,4 +262,30 @@ for segments in (False, True):
     check(all(n == 0 for n in live.values()),
           f"{kind}: a buffer released and evicted is freed in the PyTorch trace ({[e['action'] for e in trace]})")
 
+# An arena's fallback block (a whole buffer where the sub-buffer failed) lies in no segment: the
+# PyTorch export shows it as a segment of its own, so its in-use bytes agree with the snapshot's.
+# Before, only the segments' blocks were exported and the fallback was missing.
+fb_doc = json.loads(v2_text)
+fb_pool = fb_doc["pools"][1]
+fb_pool["buffers"].insert(0, {"state": "in_use", "bucket_size": 0, "bytes_requested": 2900, "bytes_held": 3072,
+                              "made_ns": fb_pool["taken_ns"] - 1, "handout_seq": 1, "handouts_since": 0, "uses": 1,
+                              "tag": "", "id": 999936, "frames": []})
+for field, add in (("bytes_allocated", 3072), ("bytes_in_use", 3072), ("bytes_requested", 2900)):
+    fb_pool["stats"][field] += add
+fb_src, fb_pt = os.path.join(out, "viz-fallback.json"), os.path.join(out, "viz-fallback.pickle")
+json.dump(fb_doc, open(fb_src, "w", encoding="utf-8"))
+r = subprocess.run([sys.executable, viz, fb_src, "-o", fb_src + ".html", "--pytorch", fb_pt], capture_output=True,
+                   text=True)
+check(r.returncode == 0, f"clpool-viz --pytorch on an arena with a fallback block ({r.stderr.strip()})")
+fb_segs = [seg for seg in pickle.load(open(fb_pt, "rb"))["segments"] if seg["device"] == 1]
+fb_active = [b for seg in fb_segs for b in seg["blocks"] if b["state"] == "active_allocated"]
+check(len(fb_active) == sum(1 for b in fb_pool["buffers"] if b["state"] == "in_use"),
+      f"the arena's in-use buffers, its fallback too, are active blocks ({len(fb_active)})")
+check(sum(b["size"] for b in fb_active) == fb_pool["stats"]["bytes_in_use"] and
+      sum(b["requested_size"] for b in fb_active) == fb_pool["stats"]["bytes_requested"],
+      f"the export's in-use and requested bytes are the snapshot's ({sum(b['size'] for b in fb_active)} of "
+      f"{fb_pool['stats']['bytes_in_use']})")
+check(any(seg["total_size"] == 3072 and len(seg["blocks"]) == 1 for seg in fb_segs),
+      "the fallback is a segment of its own")
+
 sys.exit(1 if failures else 0)
