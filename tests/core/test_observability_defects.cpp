@@ -1,5 +1,7 @@
 // Defects found in the observability core (snapshots, their JSON, out-of-memory forensics), one case each: each fails on the code before its fix.
+#include "alloc_counter.hpp"
 #include "pool_factory.hpp"
+#include "sanitizers.hpp"
 
 #include <clpool/core/snapshot_json.hpp>
 
@@ -188,3 +190,39 @@ TEST_CASE("CLPOOL_OOM_SNAPSHOT: out-of-memories on two threads at once leave one
     std::remove(path);
     CHECK(bad == 0);
 }
+
+#if CLPOOL_TEST_COUNTS_NEW
+// Defect: out_of_memory's forensics came from a whole snapshot(), history
+// included: every ring copied under the pool's locks, merged, and each
+// event's call site named, for lines that show none of it. Without
+// CLPOOL_OOM_SNAPSHOT (the dump, which carries the history) an
+// out-of-memory's cost no longer grows with the history: before, the heap
+// allocations here grew with the 4096 events recorded (their frames).
+TEST_CASE("out_of_memory without CLPOOL_OOM_SNAPSHOT does not gather the history it does not report") {
+    using P = MockPool<PowerOfTwoBuckets, DeviceLocal, Unlimited, SingleMutex>;
+    ::unsetenv("CLPOOL_OOM_SNAPSHOT");
+    auto ledger = std::make_shared<Ledger>();
+    P pool{MockBackend(ledger)};
+    constexpr std::size_t oom_history_events = 4096;
+    pool.record_history(oom_history_events, CallSites::on);
+    for (std::size_t i = 0; i < oom_history_events; ++i) pool.allocate(1000).release();
+    auto kept = pool.allocate(1000);
+    ledger->capacity = ledger->live_bytes.load();  // the device is full
+    std::string what;
+    std::size_t allocations = 0;
+    {
+        CountAllocations counting;
+        try {
+            (void)pool.allocate(1 << 20);
+        } catch (const out_of_memory& e) {
+            what = e.what();
+        }
+        allocations = counting.count();
+    }
+    INFO(what);
+    CHECK(what.find("largest live buffers:") != std::string::npos);  // the report is still made
+    CHECK(allocations < oom_history_events / 4);
+    REQUIRE(pool.snapshot().history);  // a snapshot still carries it
+    CHECK(pool.snapshot().history->events.size() == oom_history_events);
+}
+#endif

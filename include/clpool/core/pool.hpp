@@ -19,6 +19,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <string>
@@ -181,60 +182,7 @@ public:
     // sizes, age and tag, and stats() read under the same locks: the buffers
     // add up to its totals. Costs what stats() does plus a walk of every
     // buffer; for diagnostics, not the hot path.
-    PoolSnapshot snapshot() const {
-        PoolSnapshot out;
-        out.pool = backend_.name();
-        std::vector<detail::buffer_place> places;  // a sub-allocating pool's: blocks to buffers
-        std::optional<detail::history_events> events;
-        std::vector<std::pair<std::size_t, detail::call_site>> sites;  // buffer index, its holder's call site
-        auto walk = [&](PoolStats s, const auto& held_by_front) {
-            if (const detail::history_config* h = lists_.history_config()) {
-                events.emplace(h->capacity);
-                lists_.collect_history(*events);
-                if constexpr (requires { front_.collect_history(*events); }) front_.collect_history(*events);
-            }
-            lists_.for_each_block([&](const block_type& b, BufferState state, std::uint64_t seq) {
-                if (state == BufferState::in_use && held_by_front(&b)) state = BufferState::cached;
-                BufferInfo info;
-                info.state = state;
-                info.bucket_size = b.bucket == exact_bucket ? 0 : b.bucket_bytes;
-                info.bytes_requested = state == BufferState::in_use ? b.requested : 0;
-                info.bytes_held = b.bucket_bytes;
-                info.made_ns = b.made_ns;
-                info.handout_seq = b.handout_seq;
-                info.handouts_since = seq - b.handout_seq;
-                info.uses = b.uses;
-                if (const char* tag = b.current_tag()) info.tag = tag;
-                info.id = reinterpret_cast<std::uintptr_t>(&b);
-                if constexpr (traits::sub_allocates)
-                    places.push_back({traits::place_of(backend_, b.memory), info.id, info.state});
-                if (b.site) sites.emplace_back(out.buffers.size(), *b.site);
-                out.buffers.push_back(std::move(info));
-            });
-            // Under the pool's locks too (they come before the arena's), so
-            // the blocks and buffers agree but for one being made or freed.
-            traits::add_segments(backend_, out.segments);
-            detail::join_segments(out.segments, places);
-            traits::add_stats(backend_, s);  // the segment counters, as stats() has them
-            // The arena is carved without the pool's locks (a miss on another
-            // thread), so it may have changed between the two reads above:
-            // the segment totals are the list's own, so the two agree.
-            if constexpr (traits::sub_allocates) detail::segment_totals(out.segments, s);
-            return s;
-        };
-        if constexpr (requires { front_.inspect(lists_, walk); }) out.stats = front_.inspect(lists_, walk);
-        else
-            out.stats =
-                lists_.inspect([&](PoolStats s) { return walk(std::move(s), [](const auto*) { return false; }); });
-        // Every lock let go: now the slow part, naming call sites and converting ticks.
-        out.taken_ns = detail::steady_ns();
-        detail::call_site_names names;
-        for (const auto& [i, site] : sites) out.buffers[i].frames = names.frames(site);
-        if (events) out.history = events->finish(names);
-        std::stable_partition(out.buffers.begin(), out.buffers.end(),
-                              [](const BufferInfo& b) { return b.state == BufferState::in_use; });
-        return out;
-    }
+    PoolSnapshot snapshot() const { return snapshot_of(true); }
 
     // The bucket size a request of nbytes is served from (what allocate would
     // hold). Throws size_error as allocate does.
@@ -396,6 +344,62 @@ private:
         return b;
     }
 
+    // snapshot(), with the history or (an out-of-memory report that writes no dump) without.
+    PoolSnapshot snapshot_of(bool with_history) const {
+        PoolSnapshot out;
+        out.pool = backend_.name();
+        std::vector<detail::buffer_place> places;  // a sub-allocating pool's: blocks to buffers
+        std::optional<detail::history_events> events;
+        std::vector<std::pair<std::size_t, detail::call_site>> sites;  // buffer index, its holder's call site
+        auto walk = [&](PoolStats s, const auto& held_by_front) {
+            if (const detail::history_config* h = with_history ? lists_.history_config() : nullptr) {
+                events.emplace(h->capacity);
+                lists_.collect_history(*events);
+                if constexpr (requires { front_.collect_history(*events); }) front_.collect_history(*events);
+            }
+            lists_.for_each_block([&](const block_type& b, BufferState state, std::uint64_t seq) {
+                if (state == BufferState::in_use && held_by_front(&b)) state = BufferState::cached;
+                BufferInfo info;
+                info.state = state;
+                info.bucket_size = b.bucket == exact_bucket ? 0 : b.bucket_bytes;
+                info.bytes_requested = state == BufferState::in_use ? b.requested : 0;
+                info.bytes_held = b.bucket_bytes;
+                info.made_ns = b.made_ns;
+                info.handout_seq = b.handout_seq;
+                info.handouts_since = seq - b.handout_seq;
+                info.uses = b.uses;
+                if (const char* tag = b.current_tag()) info.tag = tag;
+                info.id = reinterpret_cast<std::uintptr_t>(&b);
+                if constexpr (traits::sub_allocates)
+                    places.push_back({traits::place_of(backend_, b.memory), info.id, info.state});
+                if (b.site) sites.emplace_back(out.buffers.size(), *b.site);
+                out.buffers.push_back(std::move(info));
+            });
+            // Under the pool's locks too (they come before the arena's), so
+            // the blocks and buffers agree but for one being made or freed.
+            traits::add_segments(backend_, out.segments);
+            detail::join_segments(out.segments, places);
+            traits::add_stats(backend_, s);  // the segment counters, as stats() has them
+            // The arena is carved without the pool's locks (a miss on another
+            // thread), so it may have changed between the two reads above:
+            // the segment totals are the list's own, so the two agree.
+            if constexpr (traits::sub_allocates) detail::segment_totals(out.segments, s);
+            return s;
+        };
+        if constexpr (requires { front_.inspect(lists_, walk); }) out.stats = front_.inspect(lists_, walk);
+        else
+            out.stats =
+                lists_.inspect([&](PoolStats s) { return walk(std::move(s), [](const auto*) { return false; }); });
+        // Every lock let go: now the slow part, naming call sites and converting ticks.
+        out.taken_ns = detail::steady_ns();
+        detail::call_site_names names;
+        for (const auto& [i, site] : sites) out.buffers[i].frames = names.frames(site);
+        if (events) out.history = events->finish(names);
+        std::stable_partition(out.buffers.begin(), out.buffers.end(),
+                              [](const BufferInfo& b) { return b.state == BufferState::in_use; });
+        return out;
+    }
+
     // The forensics lines of out_of_memory::what() (and the CLPOOL_OOM_SNAPSHOT
     // dump); none if even they cannot be made (out of host memory too). Out of
     // line and cold: allocate(), with create() inlined, stays as small as before.
@@ -403,7 +407,9 @@ private:
                                                          int code) const noexcept {
         try {
             OutOfMemoryRecord oom{backend_.name(), nbytes, bytes, given_back, code};
-            return detail::oom_report(snapshot(), oom);
+            // The lines show no history: only the dump, if asked for, carries it.
+            const char* dump = std::getenv("CLPOOL_OOM_SNAPSHOT");
+            return detail::oom_report(snapshot_of(dump && *dump), oom);
         } catch (...) {
             return {};
         }
