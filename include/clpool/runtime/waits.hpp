@@ -84,11 +84,6 @@ inline WaitStatus wait_interruptible(cl_event event, const WaitOptions& options 
     }
 }
 
-// Waits for everything queued on `queue` so far (a marker's event), as
-// wait_interruptible does: the calling thread (e.g. the main thread) is never
-// stuck inside clFinish and returns `interrupted` soon after the stop flag
-// is set, e.g. by Ctrl+C with install_interrupt_handler() or by a handler of
-// your own calling request_interrupt(). Never throws. Thread-safe.
 namespace detail {
 // A marker after everything queued on `queue` so far, submitted; nullptr if refused.
 inline cl_event submitted_marker(cl_command_queue queue) noexcept {
@@ -99,6 +94,11 @@ inline cl_event submitted_marker(cl_command_queue queue) noexcept {
 }
 }  // namespace detail
 
+// Waits for everything queued on `queue` so far (a marker's event), as
+// wait_interruptible does: the calling thread (e.g. the main thread) is never
+// stuck inside clFinish and returns `interrupted` soon after the stop flag
+// is set, e.g. by Ctrl+C with install_interrupt_handler() or by a handler of
+// your own calling request_interrupt(). Never throws. Thread-safe.
 inline WaitStatus finish_interruptible(cl_command_queue queue, const WaitOptions& options = {}) noexcept {
     cl_event marker = detail::submitted_marker(queue);
     if (!marker) return WaitStatus::failed;
