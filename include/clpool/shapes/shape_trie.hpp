@@ -151,7 +151,8 @@ public:
     }
 
     // The handle of an already interned shape, or an empty one; never inserts.
-    // Throws shape_error only for a rank above max_rank or mismatched strides.
+    // Throws shape_error only for a rank above max_rank; strides of another
+    // length than the extents find nothing (an empty handle, no throw).
     Shape find(std::span<const std::int64_t> extents, std::span<const std::int64_t> strides, ElementType t,
                Order o) const {
         check_rank(extents.size(), extents);
