@@ -163,3 +163,35 @@ TEST_CASE("a canonical buffer with a negative rank word is a bad buffer, not a r
         CHECK(e.why() == shape_error::reason::rank_too_high);
     }
 }
+
+// shape_error's messages listed every extent (and stride) they were given,
+// however many: a rank-100000 request built a message of about a megabyte.
+// The list is now cut after its first values, with a count of the rest; the
+// message still names the rank and the limit.
+TEST_CASE("a shape error for a huge rank has a bounded message that still names the rank and the limit") {
+    ShapeTrie trie;
+    const std::vector<i64> huge(100000, 123456789);
+    std::string msg;
+    try {
+        (void)trie.intern(huge, ElementType::f32);
+    } catch (const shape_error& e) {
+        CHECK(e.why() == shape_error::reason::rank_too_high);
+        msg = e.what();
+    }
+    CHECK(msg.find("rank 100000") != std::string::npos);
+    CHECK(msg.find("maximum 32") != std::string::npos);
+    CHECK(msg.find("more") != std::string::npos);
+    CHECK(msg.size() < 1000);
+    msg.clear();
+    const std::vector<i64> ext = {2, 3};
+    try {
+        (void)trie.intern(ext, huge, ElementType::f32, Order::c);
+    } catch (const shape_error& e) {
+        CHECK(e.why() == shape_error::reason::strides_mismatch);
+        msg = e.what();
+    }
+    CHECK(msg.find("100000 strides") != std::string::npos);
+    CHECK(msg.find("rank 2 extents [2, 3]") != std::string::npos);
+    CHECK(msg.size() < 1000);
+    CHECK(shape_error::list(std::vector<i64>{1, 2, 3}) == "[1, 2, 3]");
+}

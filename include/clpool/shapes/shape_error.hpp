@@ -29,13 +29,20 @@ public:
     shape_error(reason r, const std::string& what) : usage_error("clpool: shape: " + what), reason_(r) {}
     reason why() const noexcept { return reason_; }
 
-    // "[2, 3, 4]": for messages.
+    // Values shown by list() before the rest is only counted.
+    static constexpr std::size_t list_max = 16;
+
+    // "[2, 3, 4]": for messages. Past list_max values the rest is only
+    // counted ("[v0, ..., v15, ... (K more)]"): the input may be any length
+    // (a rank far above the maximum) and the message stays short.
     static std::string list(std::span<const std::int64_t> values) {
         std::string s = "[";
-        for (std::size_t i = 0; i < values.size(); ++i) {
+        const std::size_t shown = values.size() < list_max ? values.size() : list_max;
+        for (std::size_t i = 0; i < shown; ++i) {
             if (i) s += ", ";
             s += std::to_string(values[i]);
         }
+        if (shown < values.size()) s += ", ... (" + std::to_string(values.size() - shown) + " more)";
         return s + "]";
     }
 
