@@ -1,4 +1,5 @@
 // Defects found in the shape trie and its epoch reclamation, one case each.
+#include "rerun_self.hpp"
 #include "sanitizers.hpp"
 
 #include <clpool/shapes/shape_trie.hpp>
@@ -11,6 +12,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <unistd.h>
 
 #if defined(__linux__) && !CLPOOL_TEST_TSAN  // TSan cannot fork a process with running threads
 #include <cerrno>
@@ -194,4 +197,51 @@ TEST_CASE("a shape error for a huge rank has a bounded message that still names 
     CHECK(msg.find("rank 2 extents [2, 3]") != std::string::npos);
     CHECK(msg.size() < 1000);
     CHECK(shape_error::list(std::vector<i64>{1, 2, 3}) == "[1, 2, 3]");
+}
+
+namespace {
+// Destroyed with its entry: counts itself in, waits until `want` attachments
+// are being destroyed at once (on other threads' rounds), then collects, as a
+// reclaim function that drops more shapes may.
+struct shp_collecting_attachment : detail::shape_attachment {
+    std::atomic<int>* inside;
+    int want;
+    shp_collecting_attachment(std::atomic<int>* n, int w) : inside(n), want(w) {}
+    ~shp_collecting_attachment() override {
+        inside->fetch_add(1);
+        while (inside->load() < want) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        ShapeTrie::collect();
+    }
+};
+}  // namespace
+
+// collect() waited for every other thread's round still freeing, also when
+// called from inside a round (a reclaim function): two rounds on two threads
+// whose reclaim functions both collect waited for each other for ever. Run
+// in a child process, which an alarm ends if it hangs.
+TEST_CASE("shape child: collect() from reclaim functions on two threads at once returns" * doctest::skip()) {
+    alarm(20);
+    ShapeTrie::collect();
+    const i64 base = ShapeTrie::live_entries();
+    ShapeTrie trie;
+    std::atomic<int> inside{0};
+    auto drop_and_collect = [&](Shape s) {
+        s.entry()->attachments.store(new shp_collecting_attachment(&inside, 2));
+        s.reset();             // retired
+        ShapeTrie::collect();  // frees it: its attachment collects inside this round
+    };
+    std::thread a([&] { drop_and_collect(trie.intern({2, 4, 6}, ElementType::f32)); });
+    // The second round starts while the first is inside its attachment's destructor.
+    while (inside.load() < 1) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    std::thread b([&] { drop_and_collect(trie.intern({3, 5, 7}, ElementType::f32)); });
+    a.join();
+    b.join();
+    alarm(0);
+    CHECK(ShapeTrie::live_entries() == base);
+}
+
+TEST_CASE("collect() called by reclaim functions on two threads at once does not deadlock") {
+    const int status = test::rerun_self("CLPOOL_TEST_SHAPE_CHILD=1", "shape child: collect() from reclaim functions*");
+    INFO("child exit status " << status << " (142: SIGALRM, the two collects waited for each other)");
+    CHECK(status == 0);
 }

@@ -169,10 +169,12 @@ public:
     // is inside a read section (a reader, or an intern in flight) that began
     // before it. Returns the number of objects freed. Blocks only on another
     // collect (and for a concurrent round to finish freeing what it took off
-    // the lists). Never throws. Cost: three membarrier system calls (or fences)
-    // and a walk of the per-thread records, plus the frees. Reclaim also runs
-    // on its own every 128 retires per thread; call this to bound memory now
-    // (tests, after dropping many shapes, before checking a pool is empty).
+    // the lists; called from an attachment's destructor, inside a round, it
+    // waits for no other thread's round). Never throws. Cost: three
+    // membarrier system calls (or fences) and a walk of the per-thread
+    // records, plus the frees. Reclaim also runs on its own every 128
+    // retires per thread; call this to bound memory now (tests, after
+    // dropping many shapes, before checking a pool is empty).
     static std::size_t collect() noexcept { return detail::epoch_domain::instance().collect(); }
 
     // Shape entries allocated and not yet freed, in every trie of the
