@@ -2,7 +2,14 @@
 #include "rerun_self.hpp"
 #include "sanitizers.hpp"
 
+#include <clpool/clpool.hpp>  // defines CLPOOL_HAS_OPENCL where the OpenCL parts are built
 #include <clpool/shapes/shape_trie.hpp>
+
+#ifdef CLPOOL_HAS_OPENCL
+#include "opencl_env.hpp"
+
+#include <clpool/shapes/shape_mirror.hpp>
+#endif
 
 #include <doctest/doctest.h>
 
@@ -245,3 +252,60 @@ TEST_CASE("collect() called by reclaim functions on two threads at once does not
     INFO("child exit status " << status << " (142: SIGALRM, the two collects waited for each other)");
     CHECK(status == 0);
 }
+
+#ifdef CLPOOL_HAS_OPENCL
+namespace {
+// Constructed before main, so destroyed after clpool's exit handler (armed
+// when the child's pool registers its queue): drops the mirrored shape there,
+// collects, and ends the process with what it saw. The event's reference
+// count tells whether the attachment released its copy through the driver.
+struct shp_exit_probe {
+    Shape shape;
+    cl_event event = nullptr;
+    cl_uint refs_before = 0;
+    ~shp_exit_probe() {
+        if (!event) return;  // not the child
+        if (!detail::exiting()) _exit(2);
+        shape.reset();
+        ShapeTrie::collect();
+        cl_uint refs_after = 0;
+        clGetEventInfo(event, CL_EVENT_REFERENCE_COUNT, sizeof refs_after, &refs_after, nullptr);
+        _exit(refs_after == refs_before ? 0 : 3);
+    }
+};
+shp_exit_probe shp_probe;
+}  // namespace
+
+// A mirror's attachment, destroyed by a reclaim round at exit (a static's
+// last Shape dropped and collected from its destructor, after clpool's exit
+// handler), released the reader events it kept through the driver
+// (clReleaseEvent); its buffer's handle already leaked there. It now leaks
+// the events too, as pools and handles do.
+TEST_CASE("shape child: a mirrored shape with a pending reader event, dropped at exit" * doctest::skip()) {
+    auto& env = test::OpenCLEnv::get();
+    ShapeMirror<> mirror(get_buffer_pool(env.queue), env.queue);  // the registry's pool: never destroyed
+    shp_probe.shape = ShapeTrie::global().intern({7, 11, 13}, ElementType::i16);
+    REQUIRE(mirror.buffer(shp_probe.shape)() != nullptr);
+    cl_int err = CL_SUCCESS;
+    cl_event gate = clCreateUserEvent(env.context(), &err);  // never completed: the attachment keeps it
+    REQUIRE(err == CL_SUCCESS);
+    {
+        const cl::Event held(gate, true);
+        mirror.release_after(shp_probe.shape, &held, 1);
+    }
+    REQUIRE(clGetEventInfo(gate, CL_EVENT_REFERENCE_COUNT, sizeof shp_probe.refs_before, &shp_probe.refs_before,
+                           nullptr) == CL_SUCCESS);
+    CHECK(shp_probe.refs_before == 2);  // this test's, the attachment's copy
+    CHECK_FALSE(detail::exiting());
+    shp_probe.event = gate;
+}
+
+TEST_CASE("a mirrored shape reclaimed by a static destructor at exit makes no OpenCL release") {
+    const int status =
+        test::rerun_self("CLPOOL_TEST_SHAPE_CHILD=1", "shape child: a mirrored shape with a pending reader event*");
+    INFO("child exit status " << status
+                              << " (3: the attachment released its event through the driver; 2: the "
+                                 "exit handler had not run)");
+    CHECK(status == 0);
+}
+#endif

@@ -1,6 +1,7 @@
 // ShapeMirror: an interned shape's canonical buffer on an OpenCL device, from a clpool pool, uploaded once.
 #pragma once
 
+#include <clpool/core/detail/process_state.hpp>
 #include <clpool/core/errors.hpp>
 #include <clpool/pools/opencl_pools.hpp>
 #include <clpool/shapes/shape.hpp>
@@ -122,12 +123,22 @@ private:
 
     // The buffer and the commands that read it. Destroyed with the shape's
     // entry (when it is reclaimed): the buffer goes back after those commands.
+    // Once the exit is past clpool's handler (or in a fork child), it makes
+    // no driver call: a round may free it from a static destructor then, and
+    // it leaks its events as the handle leaks its buffer.
     struct attachment : detail::shape_attachment {
         typename PoolT::handle handle;
         std::mutex mutex;
         std::vector<event_type> readers;  // under mutex
+        const std::uint32_t generation = detail::birth_generation();
 
-        ~attachment() override { handle.release_after(readers.data(), readers.size()); }
+        ~attachment() override {
+            if (!detail::may_free(generation)) {
+                for (auto& e : readers) e() = nullptr;  // no clReleaseEvent
+                return;                                 // the handle leaks its buffer itself
+            }
+            handle.release_after(readers.data(), readers.size());
+        }
 
         void hold(const event_type* events, std::size_t count, cl_command_queue merge_on) noexcept {
             std::lock_guard lock(mutex);
