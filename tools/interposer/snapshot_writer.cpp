@@ -88,6 +88,7 @@ void on_signal(int sig, siginfo_t* info, void* context) {
 }
 
 void writer_thread() {
+    pthread_setname_np(pthread_self(), "clpool-snapshot");  // seen in ps, gdb and /proc/PID/task/*/comm
     char buf[64];
     for (;;) {
         const ssize_t n = read(g_wake[0], buf, sizeof buf);  // several signals at once: one snapshot
