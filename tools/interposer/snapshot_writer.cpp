@@ -25,6 +25,7 @@ std::string g_path;           // CLPOOL_SNAPSHOT; set once, before the thread an
 pid_t g_armed_pid = 0;        // the process that armed it: a fork child writes path.PID
 int g_wake[2] = {-1, -1};     // the signal handler's one byte to the writer thread
 std::mutex g_write_mu;        // one writer at a time (the thread, or exit)
+bool g_written_at_exit = false;  // under g_write_mu: the exit snapshot is the last; g_path may be destroyed after it
 
 // The interposer's pools, one entry each, after snapshot_all()'s (the
 // interposer's own process-wide pools; the application's are its own copy of
@@ -54,14 +55,17 @@ bool take(State& st, ProcessSnapshot& snap, bool wait_for_lock) {
 }
 
 // Writes path (path.PID in a fork child) whole: into path.tmp, then renamed,
-// so a reader never sees half a file. Never throws.
-void write_now(bool wait_for_lock) noexcept {
+// so a reader never sees half a file. `last`: the exit snapshot. Returns false
+// once the exit snapshot has been written (nothing is written then). Never throws.
+bool write_now(bool wait_for_lock, bool last) noexcept {
     try {
         std::lock_guard one(g_write_mu);
+        if (g_written_at_exit) return false;
+        g_written_at_exit = last;
         ProcessSnapshot snap;
         if (!take(state(), snap, wait_for_lock)) {
             std::fprintf(stderr, "clpool: CLPOOL_SNAPSHOT skipped: the interposer was busy at exit\n");
-            return;
+            return true;
         }
         std::string path = g_path;
         if (getpid() != g_armed_pid) path += "." + std::to_string(getpid());
@@ -73,6 +77,7 @@ void write_now(bool wait_for_lock) noexcept {
     } catch (...) {
         std::fprintf(stderr, "clpool: CLPOOL_SNAPSHOT: out of host memory; no snapshot\n");
     }
+    return true;
 }
 
 struct sigaction g_previous{};  // whoever handled SIGUSR1 before (LLVM in PoCL does): called after ours
@@ -92,8 +97,11 @@ void writer_thread() {
     char buf[64];
     for (;;) {
         const ssize_t n = read(g_wake[0], buf, sizeof buf);  // several signals at once: one snapshot
-        if (n > 0) write_now(true);
-        else if (n == 0 || errno != EINTR) return;
+        if (n > 0) {
+            if (!write_now(true, false)) return;  // past the exit snapshot: static destructors may be running
+        } else if (n == 0 || errno != EINTR) {
+            return;
+        }
     }
 }
 
@@ -105,7 +113,14 @@ void child_after_fork() {
     g_wake[0] = g_wake[1] = -1;
 }
 
-void at_exit() noexcept { write_now(false); }
+// The last snapshot; then the thread is woken to stop.
+void at_exit() noexcept {
+    write_now(false, true);
+    const char byte = 1;
+    if (g_wake[1] >= 0) {
+        [[maybe_unused]] const ssize_t r = write(g_wake[1], &byte, 1);
+    }
+}
 
 // Ours first, then `previous` (saved for on_signal to call).
 void install_handler(const struct sigaction& previous) noexcept {

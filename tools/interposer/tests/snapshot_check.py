@@ -2,7 +2,8 @@
 """Runs interpose_snapshot under the interposer with CLPOOL_SNAPSHOT and checks both snapshots it
 leaves: PATH.signal (SIGUSR1, five buffers held) and PATH (at exit, three held, two released):
 they exist, parse, are schema clpool.snapshot version 2, and list the program's buffers with the
-sizes it asked for. Usage: snapshot_check.py PROGRAM LIBRARY preload|layer
+sizes it asked for. The program itself fails if a SIGUSR1 after the exit snapshot makes another
+one or the snapshot thread does not stop. Usage: snapshot_check.py PROGRAM LIBRARY preload|layer
 """
 import json
 import os
