@@ -13,7 +13,9 @@ Standard library only. Exit codes: 0 ok, 1 the output cannot be written, 2 bad i
 import argparse
 import csv
 import io
+import math
 import pickle
+import reprlib
 import sys
 
 HEADER = "clpool-trace 1"  # tools/common/trace_format.hpp
@@ -130,10 +132,15 @@ def convert_torch(data):
             for field in ("addr", "size"):
                 if not isinstance(e.get(field), int) or isinstance(e.get(field), bool) or e[field] < 0:
                     raise ConvertError(
-                        f"device_traces[{device}][{k}] ({action}) has {field}={e.get(field)!r}; "
+                        f"device_traces[{device}][{k}] ({action}) has {field}={reprlib.repr(e.get(field))}; "
                         f"expected a non-negative integer"
                     )
             t_us = e.get("time_us")
+            if isinstance(t_us, float) and not math.isfinite(t_us):
+                raise ConvertError(
+                    f"device_traces[{device}][{k}] ({action}) has time_us={t_us!r}; "
+                    f"expected a finite number of microseconds"
+                )
             any_time = any_time or isinstance(t_us, (int, float))
             events.append((t_us if isinstance(t_us, (int, float)) else None, device, order, e))
             order += 1

@@ -7,6 +7,7 @@ import importlib.util
 import io
 import json
 import os
+import pickle
 import sys
 import tempfile
 import unittest
@@ -54,6 +55,38 @@ class ConvertTraceDefects(unittest.TestCase):
         with self.assertRaisesRegex(ct.ConvertError, "line 3: bad Size '-8'"):
             ct.convert("rmm", (head + "1,00:00:01.5,allocate,0x10,8,0x0\n1,00:00:01.6,free,0x10,-8,0x0\n").encode())
 
+    # Defect: a PyTorch snapshot event with time_us NaN or Infinity reached int(t_us * 1000) and
+    # raised ValueError / OverflowError out of main(): a Python traceback, no exit code.
+    def test_non_finite_time_us_is_named(self):
+        for t_us in (float("nan"), float("inf"), float("-inf")):
+            snap = {"device_traces": [[{"action": "alloc", "addr": 16, "size": 512, "time_us": t_us}]]}
+            with self.subTest(t_us=t_us):
+                with self.assertRaisesRegex(ct.ConvertError, r"device_traces\[0\]\[0\] \(alloc\) has time_us="):
+                    ct.convert("torch", pickle.dumps(snap))
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "snap.pickle")
+            with open(path, "wb") as f:
+                pickle.dump({"device_traces": [[{"action": "alloc", "addr": 16, "size": 512, "time_us": float("nan")}]]}, f)
+            err = io.StringIO()
+            with redirect_stderr(err):
+                rc = ct.main(["torch", path, "-o", os.path.join(d, "out.trace")])
+        self.assertEqual(rc, 2)
+        self.assertIn("time_us=nan; expected a finite number", err.getvalue())
+
+    # Defect: a bad field's value was quoted with repr(), which recurses: a size nested 200000 lists
+    # deep (the unpickler builds it without recursion) raised RecursionError, a traceback.
+    def test_a_deeply_nested_bad_field_is_named_not_a_traceback(self):
+        depth = 200000
+        deep = b"]" * depth + b"a" * (depth - 1)  # a list in a list ... (EMPTY_LIST, APPEND)
+
+        def text(s):
+            return b"X" + len(s).to_bytes(4, "little") + s  # BINUNICODE
+
+        data = (b"\x80\x02}" + text(b"device_traces") + b"]]}(" + text(b"action") + text(b"alloc") +
+                text(b"addr") + b"K\x10" + text(b"size") + deep + b"uaas.")
+        with self.assertRaisesRegex(ct.ConvertError, r"device_traces\[0\]\[0\] \(alloc\) has size=\[\["):
+            ct.convert("torch", data)
+
 
 class VizDefects(unittest.TestCase):
     # Defect: a snapshot truncated in the middle of a multi-byte UTF-8 character (a tag or call
@@ -96,6 +129,38 @@ class VizDefects(unittest.TestCase):
         self.assertFalse("<script" in data.lower(), "'<script' in the inlined snapshot")
         self.assertEqual(json.loads(data), snap)
 
+    # Defect: json.loads recursed into a deeply nested file and raised RecursionError out of
+    # main(): a traceback instead of "clpool-viz: FILE: ..." and exit code 2.
+    def test_a_deeply_nested_file_is_an_error_not_a_traceback(self):
+        for text in ("[" * 100000 + "]" * 100000, '{"a":' * 100000 + "1" + "}" * 100000):
+            with tempfile.TemporaryDirectory() as d:
+                src = os.path.join(d, "deep.json")
+                with open(src, "w", encoding="utf-8") as f:
+                    f.write(text)
+                err = io.StringIO()
+                with redirect_stderr(err):
+                    rc = viz.main([src, "-o", os.path.join(d, "report.html")])
+            self.assertEqual(rc, 2)
+            self.assertIn("nested too deeply", err.getvalue())
+
+    # Defect: Python's json reads NaN and Infinity, which JSON has not: in a field the schema does
+    # not check they went into the report as written, and the page's JSON.parse refused the whole
+    # snapshot (a blank report, exit code 0). They are named by field instead.
+    def test_nan_and_infinity_are_named_by_field(self):
+        base = json.loads(SNAPSHOT_V2.read_text(encoding="utf-8"))
+        for name, value in (("NaN", float("nan")), ("-Infinity", float("-inf"))):
+            snap = json.loads(json.dumps(base))
+            snap["pools"][0]["extra"] = {"ratio": value}
+            where = "pools[0].extra.ratio"
+            with self.subTest(where=where, name=name), tempfile.TemporaryDirectory() as d:
+                src = os.path.join(d, "snap.json")
+                with open(src, "w", encoding="utf-8") as f:
+                    json.dump(snap, f)
+                err = io.StringIO()
+                with redirect_stderr(err):
+                    rc = viz.main([src, "-o", os.path.join(d, "report.html")])
+                self.assertEqual(rc, 2)
+                self.assertIn(f"{where}: {name} is not valid JSON", err.getvalue())
 
 if __name__ == "__main__":
     unittest.main()
