@@ -242,7 +242,7 @@ int main(int argc, char** argv) {
         ->check(CLI::Range(0.0, 100.0))
         ->capture_default_str();
 
-    return run_tool(app, argc, argv, [&]() -> int {
+    const auto body = [&]() -> int {
         std::vector<replay::Config> configs;
         if (!no_aliases) configs = replay::alias_configs();
         try {
@@ -407,5 +407,13 @@ int main(int argc, char** argv) {
             std::cerr << "clpool-replay: some allocations failed (column 'failed'); the device ran out of memory or "
                          "the size is above its limit. Try --device host or sim.\n";
         return exit_ok;
+    };
+    return run_tool(app, argc, argv, [&]() -> int {
+        try {
+            return body();
+        } catch (const replay::trace_error& e) {  // from a replay: bytes held past what 64 bits count
+            throw input_error("trace '" + trace_path + "' " + e.what() +
+                              "\nThe replay counts bytes in 64 bits; shrink or leave out that allocation.");
+        }
     });
 }

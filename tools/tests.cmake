@@ -196,7 +196,8 @@ foreach(case
     "non_numeric|line 3: bad size '12x'; expected a decimal byte count"
     "unknown_free|line 3: free of id 2, which is not live"
     "live_alloc|line 3: alloc of id 1, which is still live \\(allocated on line 2\\)"
-    "time_backwards|line 3: time 4 is before 5 on line 2; expected times that never decrease")
+    "time_backwards|line 3: time 4 is before 5 on line 2; expected times that never decrease"
+    "live_overflow|line 3: size 9223372036854775808 with 9223372036854775808 bytes live takes the live bytes past 18446744073709551615")
   string(FIND "${case}" "|" bar)
   string(SUBSTRING "${case}" 0 ${bar} file)
   math(EXPR from "${bar} + 1")
@@ -204,6 +205,10 @@ foreach(case
   clpool_tool_test(replay.malformed.${file} RC 2 COMMAND ${replay} ${CLPOOL_TRACES}/malformed/${file}.trace
     STDERR "${message}" "docs/TRACE_FORMAT.md")
 endforeach()
+
+# Well-formed, but a pool's cached bytes and a pass-through buffer hold more than 64 bits count.
+clpool_tool_test(replay.held_overflow RC 2 COMMAND ${replay} ${CLPOOL_TRACES}/malformed/held_overflow.trace -d sim
+  --no-buckets STDERR "line 8: pass-through \\(CL_MEM_USE_HOST_PTR\\) size 4611686018427387904 takes the bytes BufferPool holds")
 
 # Every shipped trace (hand-written, synthetic, and those recorded by the interposer) replays cleanly.
 file(GLOB CLPOOL_SHIPPED_TRACES CONFIGURE_DEPENDS ${CLPOOL_TRACES}/*.trace)

@@ -87,3 +87,50 @@ TEST_CASE("replay: trailing blanks after the header are named as such, not as an
         }
     }
 }
+
+// Defect: parse_trace took any size up to 2^64-1, so live bytes that add past it (two allocations
+// of 2^63) wrapped: the "no pool" replay held 0 bytes after the second and reported a peak of 2^63,
+// and live_bytes_at_end wrapped too.
+TEST_CASE("replay: live bytes past 2^64-1 are a trace error naming the line and the size") {
+    constexpr std::string_view text =
+        "clpool-trace 1\n"
+        "1 alloc 1 0x1 0x1 9223372036854775808\n"
+        "2 alloc 2 0x1 0x1 9223372036854775808\n";
+    try {
+        parse_trace(text);
+        FAIL("parsed");
+    } catch (const trace_error& e) {
+        CHECK(e.line() == 3);
+        const std::string what = e.what();
+        CHECK(what.find("9223372036854775808") != std::string::npos);
+        CHECK(what.find("18446744073709551615") != std::string::npos);
+    }
+}
+
+// Defect: CL_MEM_USE_HOST_PTR buffers are added to the bytes held unchecked (they are never
+// refused), so on the simulation a pool's cached bytes plus a pass-through buffer could wrap past
+// 2^64-1: held dropped to 0 and the peak missed the pass-through buffer.
+TEST_CASE("replay: bytes held past 2^64-1 by a pass-through buffer are an error naming the line") {
+    constexpr std::string_view text =
+        "clpool-trace 1\n"
+        "1 alloc 1 0x1 0x1 4611686018427387904\n"  // 2^62, pooled
+        "2 alloc 2 0x1 0x1 4611686018427387904\n"
+        "3 alloc 3 0x1 0x1 4611686018427387904\n"
+        "4 free 1\n"
+        "5 free 2\n"
+        "6 free 3\n"                               // 3 * 2^62 cached
+        "7 alloc 4 0x1 0x9 4611686018427387904\n"  // USE_HOST_PTR: 2^62 more
+        "8 free 4\n";
+    const Trace trace = parse_trace(text);
+    Target sim;
+    sim.what = Target::type::sim;
+    try {
+        const Result r = run(trace, pow2_config(), sim);
+        FAIL("replayed, peak held " << r.peak_held);
+    } catch (const trace_error& e) {
+        CHECK(e.line() == 8);
+        const std::string what = e.what();
+        CHECK(what.find("4611686018427387904") != std::string::npos);
+        CHECK(what.find("pow2") != std::string::npos);
+    }
+}

@@ -631,7 +631,8 @@ inline Result run_unpooled(const Trace& trace) {
 // Buffers still live at the end are released, then the pools destroyed.
 // The first `warmup` allocations are left out of warm_allocations and
 // warm_driver_allocations. Target::capacity caps the bytes held.
-// Throws driver_error (a backend cannot be made), config_error.
+// Throws driver_error (a backend cannot be made), config_error; trace_error,
+// naming the line, if a pass-through buffer would take the bytes held past 2^64-1.
 // Cost: one pool operation per event, plus the backend's allocations.
 inline Result run(const Trace& trace, const Config& c, const Target& t, std::size_t warmup = 0) {
     Result r;
@@ -643,6 +644,14 @@ inline Result run(const Trace& trace, const Config& c, const Target& t, std::siz
     const auto start = std::chrono::steady_clock::now();
     for (const auto& e : trace.events) {
         const std::uint64_t driver_before = set->driver().allocations + set->driver().views;
+        // Pass-through buffers are never refused (pooled ones are, by Counted's capacity check),
+        // so only they can take the 64-bit count of bytes held past its limit.
+        if (e.kind == op::alloc && (e.flags & cl_mem_use_host_ptr) &&
+            e.bytes > std::numeric_limits<std::size_t>::max() - set->driver().held)
+            throw trace_error(e.line, "pass-through (CL_MEM_USE_HOST_PTR) size " + std::to_string(e.bytes) +
+                                          " takes the bytes " + c.name + " holds (" +
+                                          std::to_string(set->driver().held) + ") past " +
+                                          std::to_string(std::numeric_limits<std::size_t>::max()));
         const bool ok = set->apply(e);
         if (!ok) ++r.failed;
         if (e.kind == op::alloc && r.allocations++ >= warmup) {

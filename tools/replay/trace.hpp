@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -96,8 +97,9 @@ inline constexpr std::string_view trace_header = tools::trace_format::header;
 // Parses a whole trace. Lines end in "\n" (a "\r" before it is dropped);
 // blank lines and lines starting with '#' are skipped. Checks the header,
 // the op, the field count, every number, that times never decrease and
-// sizes are at least 1 (docs/TRACE_FORMAT.md), and that ids pair up: an
-// alloc of a live id and a free of an id that is not live are errors.
+// sizes are at least 1 (docs/TRACE_FORMAT.md), that ids pair up (an
+// alloc of a live id and a free of an id that is not live are errors), and
+// that the bytes live at once fit in 64 bits.
 // Returns the events in file order. Throws trace_error (only) for a malformed
 // trace, naming the line and what was expected; std::bad_alloc if memory runs out.
 // Cost: O(length of text). Thread-safe (no shared state).
@@ -109,6 +111,7 @@ inline Trace parse_trace(std::string_view text) {
     const auto quoted = [](std::string_view s) { return "'" + std::string(s) + "'"; };
     Trace trace;
     std::unordered_map<std::uint64_t, std::size_t> live;  // id -> index of its alloc event
+    std::uint64_t live_bytes = 0;                         // a replay's "no pool" bytes held
     std::size_t line_no = 0;
     bool header_seen = false;
     std::uint64_t last_t = 0;
@@ -179,6 +182,13 @@ inline Trace parse_trace(std::string_view text) {
                 throw fail("bad size '" + std::string(fields[field::bytes].substr(0, 40)) +
                            "'; expected a decimal byte count" + at(field::bytes));
             if (e.bytes == 0) throw fail("size 0; expected at least 1 byte" + at(field::bytes));
+            // Replays count bytes in 64 bits; past that a peak would wrap silently.
+            if (e.bytes > std::numeric_limits<std::uint64_t>::max() - live_bytes)
+                throw fail("size " + std::to_string(e.bytes) + " with " + std::to_string(live_bytes) +
+                           " bytes live takes the live bytes past " +
+                           std::to_string(std::numeric_limits<std::uint64_t>::max()) +
+                           "; expected live bytes that fit in 64 bits" + at(field::bytes));
+            live_bytes += e.bytes;
             auto [it, fresh] = live.try_emplace(e.id, trace.events.size());
             if (!fresh)
                 throw fail("alloc of id " + std::to_string(e.id) + ", which is still live (allocated on line " +
@@ -199,6 +209,7 @@ inline Trace parse_trace(std::string_view text) {
             e.ctx = a.ctx;
             e.flags = a.flags;
             e.bytes = a.bytes;
+            live_bytes -= a.bytes;
             live.erase(it);
         } else {
             throw fail("unknown op '" + std::string(op_name.substr(0, 40)) + "'; expected " + fmt::op_alloc + " or " +
@@ -212,7 +223,7 @@ inline Trace parse_trace(std::string_view text) {
     for (auto it = trace.events.rbegin(); it != trace.events.rend(); ++it)
         it->ends_context = seen.insert(it->ctx).second;
     trace.live_at_end = live.size();
-    for (const auto& [id, index] : live) trace.live_bytes_at_end += trace.events[index].bytes;
+    trace.live_bytes_at_end = live_bytes;
     return trace;
 }
 
