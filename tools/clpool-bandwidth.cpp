@@ -105,9 +105,11 @@ int main(int argc, char** argv) {
         ->capture_default_str();
     app.add_option("-m,--modes", modes_text, mode_help());
     app.add_option("-r,--reps", reps, "timed repetitions per point; the median is reported")
+        ->transform(decimal_count())
         ->check(CLI::Range(std::size_t{1}, std::size_t{10000}))
         ->capture_default_str();
     app.add_option("-w,--warmup", warmup, "untimed repetitions before each point")
+        ->transform(decimal_count())
         ->check(CLI::Range(std::size_t{0}, std::size_t{10000}))
         ->capture_default_str();
     app.add_option("--csv", csv_path, "write CSV (size_bytes,mode,gbps,median_seconds) to PATH ('-': standard output)");

@@ -190,6 +190,7 @@ int main(int argc, char** argv) {
         ->check(byte_size())
         ->capture_default_str();
     app.add_option("-r,--reps", reps, "timed repetitions per measurement (the median is reported)")
+        ->transform(decimal_count())
         ->check(CLI::Range(std::size_t{1}, std::size_t{100000}))
         ->capture_default_str();
     app.add_flag("-l,--list", list_only, "list devices only; measure nothing");

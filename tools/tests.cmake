@@ -69,6 +69,9 @@ clpool_tool_test(info.bad_device RC 2 COMMAND ${info} --device banana
   STDERR "--device='banana' matches no device" "Devices:" "host \\(the host backend")
 clpool_tool_test(info.bad_env_device RC 2 ENV CLPOOL_DEVICE=7:7 COMMAND ${info} --list
   STDERR "CLPOOL_DEVICE='7:7' names no device")
+# Counts are decimal: CLI11 alone reads "010" as octal 8 and "0x10" as 16.
+clpool_tool_test(info.decimal_reps COMMAND ${info} --device host --size 4KiB --reps 010 STDOUT "median of 10\\)")
+clpool_tool_test(info.hex_reps RC 2 COMMAND ${info} --reps 0x10 STDERR "'0x10' is not a decimal count")
 clpool_tool_test(info.host COMMAND ${info} --device host --size 256KiB --reps 3
   STDOUT "chosen: host backend" "BufferPool hit" "recommended: clpool::host::BufferPool"
   "BufferPool: hits=[1-9]")
@@ -118,6 +121,10 @@ if(TARGET clpool-bandwidth)
     --factor 2 --reps 1 -q --csv -
     STDOUT "^size_bytes,mode,gbps,median_seconds\n4096,pinned-write,[0-9.]+,[0-9.e-]+\n4096,map-read,.*8192,map-read,")
   clpool_tool_test(bandwidth.bad_mode RC 2 COMMAND ${bw} --modes warp STDERR "unknown mode 'warp'; modes: pageable-write")
+  # Counts are decimal: CLI11 alone reads "010" as octal 8 and "0x10" as 16.
+  clpool_tool_test(bandwidth.decimal_counts COMMAND ${bw} --modes pinned-write --min 4KiB --max 4KiB
+    --reps 010 --warmup 010 STDOUT "median of 10 after 10 warm-up")
+  clpool_tool_test(bandwidth.hex_reps RC 2 COMMAND ${bw} --reps 0x10 STDERR "'0x10' is not a decimal count")
   clpool_tool_test(bandwidth.min_above_max RC 2 COMMAND ${bw} --min 1MiB --max 4KiB STDERR "swap them")
   clpool_tool_test(bandwidth.bad_factor RC 2 COMMAND ${bw} --factor 1 STDERR "--factor")
   clpool_tool_test(bandwidth.host RC 2 COMMAND ${bw} --device host STDERR "needs an OpenCL device")

@@ -5,6 +5,7 @@
 
 #include <clpool/core/errors.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <exception>
@@ -42,6 +43,21 @@ inline const CLI::Validator& byte_size() {
             return {};
         },
         "SIZE");
+    return v;
+}
+
+// A CLI11 transformer for counts (--reps, --warmup): decimal digits only. CLI11 reads integers
+// with strtoull's base 0, where "010" is octal 8 and "0x10" is 16; this drops leading zeros
+// ("010" is 10) and refuses other bases, signs and blanks.
+inline const CLI::Validator& decimal_count() {
+    static const CLI::Validator v(
+        [](std::string& s) -> std::string {
+            if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos)
+                return "'" + s + "' is not a decimal count (e.g. 10)";
+            s.erase(0, std::min(s.find_first_not_of('0'), s.size() - 1));
+            return {};
+        },
+        "COUNT");
     return v;
 }
 
