@@ -9,6 +9,7 @@
 #define CLPOOL_BANDWIDTH_HAS_STAGED 0
 #endif
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -141,6 +142,9 @@ int main(int argc, char** argv) {
                     for (const auto& m : all_modes()) names += std::string(names.empty() ? "" : ", ") + m.name;
                     throw input_error("unknown mode '" + name + "'; modes: " + names);
                 }
+                if (std::find(modes.begin(), modes.end(), found) != modes.end())
+                    throw input_error("mode '" + name + "' is given twice in --modes '" + modes_text +
+                                      "'; give each mode once");
                 if (!found->available)
                     throw input_error("mode '" + name +
                                       "' is unavailable in this build: clpool/interop/transfer.hpp "

@@ -125,6 +125,9 @@ if(TARGET clpool-bandwidth)
   clpool_tool_test(bandwidth.decimal_counts COMMAND ${bw} --modes pinned-write --min 4KiB --max 4KiB
     --reps 010 --warmup 010 STDOUT "median of 10 after 10 warm-up")
   clpool_tool_test(bandwidth.hex_reps RC 2 COMMAND ${bw} --reps 0x10 STDERR "'0x10' is not a decimal count")
+  # A mode is measured once: a repeat would be a second column of the same name.
+  clpool_tool_test(bandwidth.duplicate_mode RC 2 COMMAND ${bw} --modes pinned-write,map-read,pinned-write
+    STDERR "mode 'pinned-write' is given twice in --modes")
   clpool_tool_test(bandwidth.min_above_max RC 2 COMMAND ${bw} --min 1MiB --max 4KiB STDERR "swap them")
   clpool_tool_test(bandwidth.bad_factor RC 2 COMMAND ${bw} --factor 1 STDERR "--factor")
   clpool_tool_test(bandwidth.host RC 2 COMMAND ${bw} --device host STDERR "needs an OpenCL device")
