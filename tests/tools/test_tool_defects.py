@@ -63,10 +63,11 @@ class ConvertTraceDefects(unittest.TestCase):
             with self.subTest(t_us=t_us):
                 with self.assertRaisesRegex(ct.ConvertError, r"device_traces\[0\]\[0\] \(alloc\) has time_us="):
                     ct.convert("torch", pickle.dumps(snap))
+        nan_event = {"action": "alloc", "addr": 16, "size": 512, "time_us": float("nan")}
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "snap.pickle")
             with open(path, "wb") as f:
-                pickle.dump({"device_traces": [[{"action": "alloc", "addr": 16, "size": 512, "time_us": float("nan")}]]}, f)
+                pickle.dump({"device_traces": [[nan_event]]}, f)
             err = io.StringIO()
             with redirect_stderr(err):
                 rc = ct.main(["torch", path, "-o", os.path.join(d, "out.trace")])
