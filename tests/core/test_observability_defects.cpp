@@ -8,6 +8,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <atomic>
 #include <chrono>
 #include <cstddef>
@@ -17,6 +18,9 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <sys/wait.h>
+#include <unistd.h>
 
 using namespace clpool;
 using namespace clpool::test;
@@ -224,5 +228,59 @@ TEST_CASE("out_of_memory without CLPOOL_OOM_SNAPSHOT does not gather the history
     CHECK(allocations < oom_history_events / 4);
     REQUIRE(pool.snapshot().history);  // a snapshot still carries it
     CHECK(pool.snapshot().history->events.size() == oom_history_events);
+}
+#endif
+
+#if !CLPOOL_TEST_TSAN  // TSan does not follow a multithreaded parent into a fork child (test_fork_locks.cpp)
+namespace {
+
+// Admits everything; a release that finds it armed stays inside admit(), so
+// under the pool's stripe lock (and its magazine lock with ThreadCached),
+// until let go.
+std::atomic<int> obs_fork_hold{0};  // 0 idle, 1 armed, 2 inside admit, 3 let go
+struct ObsForkHoldLimits {
+    bool admit(std::size_t, std::size_t, std::size_t) const noexcept {
+        int armed = 1;
+        if (obs_fork_hold.compare_exchange_strong(armed, 2)) {
+            obs_fork_hold.notify_all();
+            obs_fork_hold.wait(2);
+        }
+        return true;
+    }
+    std::size_t max_cached_bytes() const noexcept { return static_cast<std::size_t>(-1); }
+};
+
+}  // namespace
+
+// stats() and snapshot() of a parent's pool in a fork child took its locks,
+// which a parent thread held at the fork: the child hung.
+TEST_CASE_TEMPLATE("fork child: stats() and snapshot() of a parent's pool whose lock a parent thread held return empty",
+                   L, SingleMutex, ThreadCached<4>) {
+    using P = MockPool<PowerOfTwoBuckets, DeviceLocal, ObsForkHoldLimits, L>;
+    auto pool = make_pool<P>();
+    auto h = pool->allocate(5000);
+    obs_fork_hold.store(1);
+    std::thread holder([&] { h.release(); });  // stops inside admit(), the pool's locks held
+    for (int v = obs_fork_hold.load(); v != 2; v = obs_fork_hold.load()) obs_fork_hold.wait(v);
+    const pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        alarm(5);  // a hang shows as SIGALRM
+        const PoolStats s = pool->stats();
+        const PoolSnapshot snap = pool->snapshot();
+        const bool empty = s.bytes_allocated == 0 && s.misses == 0 && snap.buffers.empty() &&
+                           snap.stats.bytes_allocated == 0 && snap.pool == "mock";
+        _exit(empty ? 0 : 3);
+    }
+    obs_fork_hold.store(3);
+    obs_fork_hold.notify_all();
+    holder.join();
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+    obs_fork_hold.store(0);
+    INFO("child killed by signal ", (WIFSIGNALED(status) ? WTERMSIG(status) : 0), " (14 = SIGALRM: a hang)");
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);  // 3: the child saw a non-empty pool
+    CHECK(pool->stats().bytes_cached == pool->bucket_size_for(5000));  // the parent's pool is untouched
 }
 #endif

@@ -172,7 +172,11 @@ public:
 
     // A consistent snapshot: every stripe is locked (in order) while read;
     // with ThreadCached, every magazine first (their buffers count as cached).
+    // In a fork child, a pool made before the fork reports an empty pool: a
+    // parent thread may have held its locks at the fork, and it holds nothing
+    // the child may use (its trim() gives back 0 too).
     PoolStats stats() const {
+        if (!detail::same_process(generation_)) return {};
         PoolStats s = front_.stats(lists_);
         traits::add_stats(backend_, s);
         return s;
@@ -181,7 +185,8 @@ public:
     // Every buffer the pool holds (in use, cached, pending) with its bucket,
     // sizes, age and tag, and stats() read under the same locks: the buffers
     // add up to its totals. Costs what stats() does plus a walk of every
-    // buffer; for diagnostics, not the hot path.
+    // buffer; for diagnostics, not the hot path. In a fork child, a pool made
+    // before the fork gives a snapshot with no buffers (as stats()).
     PoolSnapshot snapshot() const { return snapshot_of(true); }
 
     // The bucket size a request of nbytes is served from (what allocate would
@@ -348,6 +353,10 @@ private:
     PoolSnapshot snapshot_of(bool with_history) const {
         PoolSnapshot out;
         out.pool = backend_.name();
+        if (!detail::same_process(generation_)) {  // a parent's pool: its locks may be held by a thread not here
+            out.taken_ns = detail::steady_ns();
+            return out;
+        }
         std::vector<detail::buffer_place> places;  // a sub-allocating pool's: blocks to buffers
         std::optional<detail::history_events> events;
         std::vector<std::pair<std::size_t, detail::call_site>> sites;  // buffer index, its holder's call site
