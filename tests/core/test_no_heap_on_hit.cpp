@@ -17,6 +17,14 @@ bool& thread_counting() noexcept {
     static thread_local bool on = false;
     return on;
 }
+std::size_t& thread_fail_countdown() noexcept {
+    static thread_local std::size_t n = 0;
+    return n;
+}
+alloc_hook& thread_alloc_hook() noexcept {
+    static thread_local alloc_hook h;
+    return h;
+}
 }  // namespace clpool::test
 
 // Sanitizer runtimes bring their own operator new: replace it only in plain builds
@@ -30,6 +38,12 @@ bool& thread_counting() noexcept {
 #endif
 void* operator new(std::size_t n) {
     if (clpool::test::thread_counting()) ++clpool::test::thread_allocations();
+    if (auto& hook = clpool::test::thread_alloc_hook(); hook.fn) {
+        const auto h = hook;
+        hook = {};  // once; the hook may allocate
+        h.fn(h.arg);
+    }
+    if (auto& left = clpool::test::thread_fail_countdown(); left != 0 && --left == 0) throw std::bad_alloc();
     if (void* p = std::malloc(n ? n : 1)) return p;
     throw std::bad_alloc();
 }
