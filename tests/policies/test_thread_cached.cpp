@@ -1,5 +1,7 @@
 // ThreadCached: per-thread magazines keep the pool's contract, its caps and its statistics.
+#include "alloc_counter.hpp"
 #include "pool_factory.hpp"
+#include "sanitizers.hpp"
 
 #include <clpool/policies/thread_cached.hpp>
 
@@ -375,3 +377,49 @@ TEST_CASE_TEMPLATE("thread-cached pools: a byte cap keeps the hit rate of one sh
         }
     }
 }
+
+#if CLPOOL_TEST_COUNTS_NEW  // fails host allocations through the replaced operator new (alloc_counter.hpp)
+// record_history() replaced every magazine's ring before the shared lists'
+// part allocated its own; when that threw, the magazines kept the new
+// (empty) rings and the lists the old ones, and the call had dropped the
+// events the magazines recorded.
+TEST_CASE("thread-cached pools: record_history that runs out of host memory leaves the history as it was") {
+    auto pool = make_pool<TCStripedPool>();
+    pool->record_history(64);
+    for (int i = 0; i < 4; ++i) pool->allocate(5000).release();  // a miss, then hits from this thread's magazine
+    const auto before = pool->snapshot().history;
+    REQUIRE(before);
+    REQUIRE(before->recorded == 8);
+    std::size_t failures = 0;
+    for (std::size_t nth = 1;; ++nth) {
+        bool failed = false;
+        {
+            FailNthAllocation fail(nth);
+            try {
+                pool->record_history(128);
+            } catch (const std::bad_alloc&) {
+                failed = true;
+            }
+        }
+        if (!failed) break;
+        ++failures;
+        const auto after = pool->snapshot().history;
+        INFO("operator new #" << nth << " failed");
+        REQUIRE(after);
+        CHECK(after->capacity == 64);
+        CHECK(after->recorded == before->recorded);
+        CHECK(after->events.size() == before->events.size());
+        pool->allocate(5000).release();  // both parts still record, in the same history
+        const auto more = pool->snapshot().history;
+        REQUIRE(more);
+        CHECK(more->recorded == before->recorded + 2);
+        pool->record_history(64);  // the next round starts from the same state
+        for (int i = 0; i < 4; ++i) pool->allocate(5000).release();
+    }
+    CHECK(failures > 1);  // the magazines' part and the shared lists' part each failed at least once
+    const auto fresh = pool->snapshot().history;
+    REQUIRE(fresh);
+    CHECK(fresh->capacity == 128);
+    CHECK(fresh->recorded == 0);
+}
+#endif

@@ -157,7 +157,7 @@ public:
     // call sites add a stack walk per event. Memory: up to `events` slots of 48 bytes (plus
     // 104 with call sites) per lock stripe and per thread with a ThreadCached
     // magazine, each made on its first event.
-    // Throws config_error if events > 16777216; bad_alloc.
+    // Throws config_error if events > 16777216; bad_alloc (the history is then as it was).
     void record_history(std::size_t events, CallSites sites = CallSites::off) {
         if (events > detail::max_history_events)
             throw config_error("clpool: record_history(" + std::to_string(events) + "): at most " +

@@ -311,9 +311,10 @@ public:
         });
     }
 
-    // Starts, restarts or stops the history: every magazine gets a new ring
-    // (or none), exited threads' rings are dropped, then apply() (the shared
-    // lists' part) runs with the registry and every magazine locked.
+    // Starts, restarts or stops the history: apply() (the shared lists' part)
+    // runs with the registry and every magazine locked, then every magazine
+    // gets a new ring (or none) and exited threads' rings are dropped. If
+    // apply() throws, nothing has changed: all that follows it cannot throw.
     template <class Apply>
     void set_history(Lists&, history_config cfg, Apply&& apply) {
         std::lock_guard g(registry_.mutex);
@@ -328,10 +329,10 @@ public:
                 for (magazine_base* b : mags) b->lock.unlock();
             }
         } unlocker{registry_.mags};
+        apply();
         for (std::size_t i = 0; i < registry_.mags.size(); ++i) registry_.mags[i]->history.swap(rings[i]);
         registry_.history_cfg = cfg;
         registry_.retired.clear();
-        apply();
     }
 
     // Only within inspect(): every magazine's history and the exited threads'.
