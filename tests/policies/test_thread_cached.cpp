@@ -423,3 +423,45 @@ TEST_CASE("thread-cached pools: record_history that runs out of host memory leav
     CHECK(fresh->recorded == 0);
 }
 #endif
+
+#if CLPOOL_TEST_COUNTS_NEW && __has_include(<sys/wait.h>)  // a hook in operator new; shutdown in a fork child
+namespace {
+void tc_shutdown_and_trim(void* pool) {
+    // What shutdown() does first, then the program trims its own pool (shutdown() trims only registry pools).
+    clpool::detail::mark_shut_down();
+    static_cast<TCPool*>(pool)->trim();
+}
+}  // namespace
+
+// A release checked for shutdown() before it locked its magazine: one that
+// passed the check, then waited while shutdown() and a trim() ran, cached its
+// buffer after both had returned.
+TEST_CASE("thread-cached pools: a release overtaken by shutdown() and trim() frees its buffer") {
+    const pid_t pid = fork();  // shutdown cannot be undone: in a child of its own
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        alarm(20);
+        int code = 0;
+        {
+            auto pool = make_pool<TCPool>();
+            auto h = pool->allocate(5000);
+            std::thread releaser([&] {
+                // This thread's first release to the pool makes its magazine (an
+                // allocation) after the check, before the magazine's lock:
+                // shutdown() and trim() run there, as from another thread.
+                thread_alloc_hook() = {&tc_shutdown_and_trim, pool.get()};
+                h.release();
+            });
+            releaser.join();  // its magazine went back to the shared lists at its exit
+            const auto s = pool->stats();
+            code = s.bytes_cached != 0 ? 3 : s.evictions != 1 ? 4 : 0;
+        }
+        _exit(code);
+    }
+    int status = 0;
+    REQUIRE(waitpid(pid, &status, 0) == pid);
+    INFO("child killed by signal ", (WIFSIGNALED(status) ? WTERMSIG(status) : 0));
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);  // 3: the buffer stayed cached; 4: it was not freed
+}
+#endif

@@ -223,7 +223,7 @@ public:
     // stripe's in-use list.
     bool put(Lists& lists, block_type* b, std::size_t nbytes, const call_site* site = nullptr) noexcept {
         const std::size_t index = b->bucket;
-        if (index >= Lists::exact_bucket || shut_down()) return false;
+        if (index >= Lists::exact_bucket) return false;
         mag_type* m = mine(lists);
         if (!m) return false;
         auto kept = keep_in(lists, *m, b, nbytes, site);
@@ -233,7 +233,7 @@ public:
                 kept = keep_in(lists, *m, b, nbytes, site);
             }
         }
-        if (kept == keep_result::detached) return false;  // ~Pool has emptied it: the shared lists, where ~Pool waits
+        if (kept == keep_result::detached) return false;  // the shared lists: where ~Pool waits, or shutdown() frees
         if (kept == keep_result::refused) {
             lists.lock(index).evict(*b, nbytes, site);
             Lists::dispose(b);  // outside the locks: the driver may take its time
@@ -393,13 +393,16 @@ private:
     // Keeps a released block in m: in a free reserved slot at once; otherwise,
     // under the stripe lock, a full magazine drains K/2 and one more slot is
     // reserved if the caps admit it. refused: the caps refuse; detached: ~Pool
-    // has emptied the magazine. Either way the block is not kept.
+    // has emptied the magazine, or shutdown() has run. Either way the block is
+    // not kept. shutdown() is read under the lock, as the shared lists read it
+    // under theirs: a release that locks after a trim() that followed
+    // shutdown() does not cache.
     enum class keep_result { kept, refused, detached };
 
     static keep_result keep_in(Lists& lists, mag_type& m, block_type* b, std::size_t nbytes,
                                const call_site* site) noexcept {
         owner_guard g(m.lock);
-        if (!m.lists) return keep_result::detached;
+        if (!m.lists || shut_down()) return keep_result::detached;
         const std::size_t index = b->bucket;
         auto& sl = m.buckets[index];
         if (sl.count >= sl.reserved) {
