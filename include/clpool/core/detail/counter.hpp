@@ -31,8 +31,10 @@ private:
     std::size_t value_ = 0;
 };
 
-// Updated under different stripes' locks: atomic. try_reserve reserves first
-// and rolls back on refusal, so concurrent releases never overshoot a cap.
+// Updated under different stripes' locks: atomic. try_reserve adds only what
+// its admit() saw room for (a compare-exchange): concurrent releases never
+// overshoot a cap, and none is refused for bytes that another's refusal
+// would have rolled back.
 template <>
 class counter<true> {
 public:
@@ -45,10 +47,11 @@ public:
     }
     template <class Admit>
     bool try_reserve(std::size_t n, Admit admit) noexcept {
-        const auto before = value_.fetch_add(n, std::memory_order_relaxed);
-        if (admit(before)) return true;
-        value_.fetch_sub(n, std::memory_order_relaxed);
-        return false;
+        auto before = value_.load(std::memory_order_relaxed);
+        do {
+            if (!admit(before)) return false;
+        } while (!value_.compare_exchange_weak(before, before + n, std::memory_order_relaxed));
+        return true;
     }
 
 private:
