@@ -254,8 +254,9 @@ struct ObsForkHoldLimits {
 
 // stats() and snapshot() of a parent's pool in a fork child took its locks,
 // which a parent thread held at the fork: the child hung.
-TEST_CASE_TEMPLATE("fork child: stats() and snapshot() of a parent's pool whose lock a parent thread held return empty",
-                   L, SingleMutex, ThreadCached<4>) {
+TEST_CASE_TEMPLATE(
+    "fork child: a parent's pool locked at the fork: empty stats(), snapshot(); record_history() refused", L,
+    SingleMutex, ThreadCached<4>) {
     using P = MockPool<PowerOfTwoBuckets, DeviceLocal, ObsForkHoldLimits, L>;
     auto pool = make_pool<P>();
     auto h = pool->allocate(5000);
@@ -270,7 +271,12 @@ TEST_CASE_TEMPLATE("fork child: stats() and snapshot() of a parent's pool whose 
         const PoolSnapshot snap = pool->snapshot();
         const bool empty = s.bytes_allocated == 0 && s.misses == 0 && snap.buffers.empty() &&
                            snap.stats.bytes_allocated == 0 && snap.pool == "mock";
-        _exit(empty ? 0 : 3);
+        if (!empty) _exit(3);
+        try {
+            pool->record_history(16);  // refused as allocate() is, before any lock
+            _exit(4);
+        } catch (const usage_error&) {}
+        _exit(0);
     }
     obs_fork_hold.store(3);
     obs_fork_hold.notify_all();
@@ -280,7 +286,7 @@ TEST_CASE_TEMPLATE("fork child: stats() and snapshot() of a parent's pool whose 
     obs_fork_hold.store(0);
     INFO("child killed by signal ", (WIFSIGNALED(status) ? WTERMSIG(status) : 0), " (14 = SIGALRM: a hang)");
     CHECK(WIFEXITED(status));
-    CHECK(WEXITSTATUS(status) == 0);  // 3: the child saw a non-empty pool
+    CHECK(WEXITSTATUS(status) == 0);  // 3: the child saw a non-empty pool; 4: record_history was accepted
     CHECK(pool->stats().bytes_cached == pool->bucket_size_for(5000));  // the parent's pool is untouched
 }
 #endif

@@ -157,8 +157,11 @@ public:
     // call sites add a stack walk per event. Memory: up to `events` slots of 48 bytes (plus
     // 104 with call sites) per lock stripe and per thread with a ThreadCached
     // magazine, each made on its first event.
-    // Throws config_error if events > 16777216; bad_alloc (the history is then as it was).
+    // Throws config_error if events > 16777216; bad_alloc (the history is then as it was);
+    // usage_error on a pool made before fork() in the parent (as allocate()).
     void record_history(std::size_t events, CallSites sites = CallSites::off) {
+        // A parent's pool in a fork child: its locks may be held by a thread not here.
+        if (!detail::same_process(generation_)) detail::refuse_work(generation_, backend_.name());
         if (events > detail::max_history_events)
             throw config_error("clpool: record_history(" + std::to_string(events) + "): at most " +
                                std::to_string(detail::max_history_events) + " events (0 turns the history off)");
