@@ -30,7 +30,8 @@ using PinnedArenaPool = BasicPinnedArenaPool<OpenCLBackend>;
 using MappedPinnedArenaPool = BasicPinnedArenaPool<MappedPinnedBackend>;
 
 // OpenCL has no sub-buffer of a sub-buffer, and a sub-allocated block is one:
-// clCreateSubBuffer on h.buffer() fails with CL_INVALID_MEM_OBJECT. This makes
+// clCreateSubBuffer on h.buffer() fails with CL_INVALID_MEM_OBJECT on a
+// conformant driver (NVIDIA's accepts it: docs/ARENA.md). This makes
 // the sub-buffer of n bytes at `offset` into the block from the block's
 // segment instead. Refused (failed, CL_INVALID_VALUE) unless it lies within
 // the nbytes() the holder asked for; the origin must keep the device's
