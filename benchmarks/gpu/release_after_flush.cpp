@@ -2,12 +2,34 @@
 // Loop: allocate 1 MiB, fill it on the queue, release_after(h, queue), wait W us (no flush),
 // allocate the same size again: a hit only if the marker has completed. Also times clFlush.
 #include <clpool/clpool.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <string>
 #include <thread>
 #include <vector>
 using namespace clpool;
+
+// Nanoseconds that f() takes.
+template <class F>
+double ns_of(F&& f) {
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    return std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// The best of 5 means of 2000 calls of step(), which returns the nanoseconds it timed.
+template <class Step>
+double best_mean_ns(Step&& step) {
+    double best = 1e9;
+    for (int r = 0; r < 5; ++r) {
+        double total = 0;
+        for (int i = 0; i < 2000; ++i) total += step();
+        best = std::min(best, total / 2000);
+    }
+    return best;
+}
+
 int main(int argc, char** argv) {
     const std::string want = argc > 1 ? argv[1] : "NVIDIA";
     std::vector<cl::Platform> ps;
@@ -43,44 +65,28 @@ int main(int argc, char** argv) {
                         (unsigned long long)s.hits, (unsigned long long)s.misses);
         }
     }
-    // clFlush's own cost: after one small enqueue, and on an idle queue.
-    cl::Buffer b(ctx, CL_MEM_READ_WRITE, 4096);
-    for (int kind = 0; kind < 2; ++kind) {
-        double best = 1e9;
-        for (int r = 0; r < 5; ++r) {
-            const int n = 2000;
-            double total = 0;
-            for (int i = 0; i < n; ++i) {
-                cl_event m = nullptr;
-                if (kind == 0) clEnqueueMarkerWithWaitList(q(), 0, nullptr, &m);
-                auto t0 = std::chrono::steady_clock::now();
-                clFlush(q());
-                total += std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
-                if (m) {
-                    clWaitForEvents(1, &m);
-                    clReleaseEvent(m);
-                }
-            }
-            best = std::min(best, total / n);
-        }
-        std::printf("clFlush %s: %.0f ns (best of 5 means of 2000)\n", kind == 0 ? "after a marker" : "idle queue",
-                    best);
-    }
-    // A marker alone, for scale.
-    double best = 1e9;
-    for (int r = 0; r < 5; ++r) {
-        const int n = 2000;
-        double total = 0;
-        for (int i = 0; i < n; ++i) {
+    // clFlush's own cost: after one small enqueue, and on an idle queue; then a marker alone, for scale.
+    for (const bool after_marker : {true, false}) {
+        const double ns = best_mean_ns([&] {
             cl_event m = nullptr;
-            auto t0 = std::chrono::steady_clock::now();
-            clEnqueueMarkerWithWaitList(q(), 0, nullptr, &m);
-            total += std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
-            clFlush(q());
-            clWaitForEvents(1, &m);
-            clReleaseEvent(m);
-        }
-        best = std::min(best, total / n);
+            if (after_marker) clEnqueueMarkerWithWaitList(q(), 0, nullptr, &m);
+            const double t = ns_of([&] { clFlush(q()); });
+            if (m) {
+                clWaitForEvents(1, &m);
+                clReleaseEvent(m);
+            }
+            return t;
+        });
+        std::printf("clFlush %s: %.0f ns (best of 5 means of 2000)\n", after_marker ? "after a marker" : "idle queue",
+                    ns);
     }
-    std::printf("clEnqueueMarkerWithWaitList: %.0f ns\n", best);
+    const double marker_ns = best_mean_ns([&] {
+        cl_event m = nullptr;
+        const double t = ns_of([&] { clEnqueueMarkerWithWaitList(q(), 0, nullptr, &m); });
+        clFlush(q());
+        clWaitForEvents(1, &m);
+        clReleaseEvent(m);
+        return t;
+    });
+    std::printf("clEnqueueMarkerWithWaitList: %.0f ns\n", marker_ns);
 }
