@@ -6,6 +6,9 @@
 // torch/pinned/<bytes>         Torch's CUDA pinned host allocator: allocate + free, a cache hit
 // cuda/cudaMalloc/<bytes>      cudaMalloc + cudaFree: the driver baseline, no cache
 // cuda/cudaHostAlloc/<bytes>   cudaHostAlloc + cudaFreeHost
+// clpool/<pool>+history_on/..., torch/device+history_on/<bytes>: the same hit pairs with
+//   each allocator's history of its last 65536 events on, no call sites (issue 16):
+//   record_history(65536) against _record_memory_history(context=None)
 // Torch is called through a plain C shim (one extra non-inlined call, ~1 ns),
 // so its C++ ABI flags do not reach this file.
 #include "common/setup.hpp"
@@ -25,10 +28,13 @@ using namespace clpool::bench;
 
 namespace {
 
-template <class P>
+constexpr std::size_t history_events = 65536;
+
+template <class P, bool History = false>
 void clpool_pair(benchmark::State& state) {
     const auto n = static_cast<std::size_t>(state.range(0));
     auto pool = make_pool<P>();
+    if (History) pool->record_history(history_events);
     pool->allocate(n).release();
     for (auto _ : state) {
         auto h = pool->allocate(n);
@@ -73,6 +79,15 @@ void torch_pair(benchmark::State& state) {
     for (auto _ : state) Pair(n);
     state.SetItemsProcessed(state.iterations());
 }
+
+void torch_device_pair_history(benchmark::State& state) {
+    if (const char* err = clpool_torch_record_history(history_events)) {
+        state.SkipWithError(err);
+        return;
+    }
+    torch_pair<clpool_torch_device_pair>(state);
+    clpool_torch_record_history(0);
+}
 #endif
 
 template <class F>
@@ -100,6 +115,11 @@ int main(int argc, char** argv) {
         clpool_pair<Pool<PowerOfTwoBuckets, HostPinned, Unlimited, ThreadCached<>, OpenCLBackend>>);
     add("clpool/PinnedNoLock/opencl",
         clpool_pair<Pool<PowerOfTwoBuckets, HostPinned, Unlimited, NoLock, OpenCLBackend>>);
+    add("clpool/BufferPool+history_on/opencl", clpool_pair<BufferPool, true>);
+    add("clpool/NoLock+history_on/opencl",
+        clpool_pair<Pool<PowerOfTwoBuckets, DeviceLocal, Unlimited, NoLock, OpenCLBackend>, true>);
+    add("clpool/ThreadCached+history_on/opencl",
+        clpool_pair<Pool<PowerOfTwoBuckets, DeviceLocal, Unlimited, ThreadCached<>, OpenCLBackend>, true>);
 #endif
     add("clpool/BufferPool/host", clpool_pair<host::BufferPool>);
 #ifdef CLPOOL_BENCH_HAVE_TORCH
@@ -110,6 +130,7 @@ int main(int argc, char** argv) {
             benchmark::AddCustomContext("torch", clpool_torch_version());
             add("torch/device", torch_pair<clpool_torch_device_pair>);
             add("torch/pinned", torch_pair<clpool_torch_pinned_pair>);
+            add("torch/device+history_on", torch_device_pair_history);
         }
     }
 #else

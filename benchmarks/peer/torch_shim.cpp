@@ -10,11 +10,16 @@
 #include <ATen/core/CachingHostAllocator.h>
 #define CLPOOL_TORCH_PINNED() at::getHostAllocator(at::kCUDA)
 #endif
+#if __has_include(<torch/csrc/cuda/memory_snapshot.h>)
+#include <torch/csrc/cuda/memory_snapshot.h>
+#define CLPOOL_TORCH_HISTORY 1
+#endif
 #if __has_include(<torch/version.h>)
 #include <torch/version.h>
 #endif
 
 #include <exception>
+#include <optional>
 #include <string>
 
 namespace {
@@ -54,4 +59,23 @@ extern "C" void clpool_torch_device_pair(size_t n) {
 extern "C" void clpool_torch_pinned_pair(size_t n) {
     auto d = pinned->allocate(n);  // freed (back to Torch's cache) when d goes
     (void)d;
+}
+
+extern "C" const char* clpool_torch_record_history(size_t max_entries) {
+#ifdef CLPOOL_TORCH_HISTORY
+    try {
+        // enabled "all" records every alloc and free; context none: no call sites.
+        const std::optional<std::string> enabled =
+            max_entries ? std::optional<std::string>("all") : std::optional<std::string>();
+        torch::cuda::_record_memory_history(enabled, std::optional<std::string>(), std::string("all"),
+                                            max_entries ? max_entries : 1);
+        return nullptr;
+    } catch (const std::exception& e) {
+        failure = e.what();
+        return failure.c_str();
+    }
+#else
+    (void)max_entries;
+    return "this Torch has no torch/csrc/cuda/memory_snapshot.h";
+#endif
 }

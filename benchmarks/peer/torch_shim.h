@@ -15,6 +15,10 @@ const char* clpool_torch_version(void);
 void clpool_torch_device_pair(size_t n);
 // One allocate + free of n bytes through Torch's CUDA pinned (host) caching allocator.
 void clpool_torch_pinned_pair(size_t n);
+// Turns the device allocator's history on, keeping the last max_entries events
+// and no call sites (Python's _record_memory_history(context=None)), or off
+// (max_entries 0). Returns 0, or a message naming what failed.
+const char* clpool_torch_record_history(size_t max_entries);
 
 #ifdef __cplusplus
 }
