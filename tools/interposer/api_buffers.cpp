@@ -76,6 +76,7 @@ cl_mem create_pooled(State& st, cl_context c, cl_mem_flags flags, std::size_t si
             ++st.fallbacks;
             return nullptr;
         }
+        tl_made = nullptr;
         try {
             try {
                 h = pool->allocate(size);
@@ -90,16 +91,18 @@ cl_mem create_pooled(State& st, cl_context c, cl_mem_flags flags, std::size_t si
         } catch (...) {
             // size above the device limit, other driver errors: the driver answers.
         }
+        bool known = h && h.buffer()() == tl_made;
         if (h && writer) {
             // The core's write runs on its own queue: it must not overtake the
             // old owner's commands, so check the bucket before writing.
             std::lock_guard check(st.mu);
-            const reissue r = check_reissue(st, *cs, h, true);
+            const reissue r = check_reissue(st, cs, h, true, known);
             if (r == reissue::wait) continue;
             if (r == reissue::fail) {
                 ++st.fallbacks;
                 return nullptr;
             }
+            known = true;
         }
         cl_int write_err = CL_SUCCESS;
         if (h && writer)
@@ -111,7 +114,7 @@ cl_mem create_pooled(State& st, cl_context c, cl_mem_flags flags, std::size_t si
             return nullptr;  // h goes back to its pool (or to the driver, if the context closed meanwhile)
         }
         // Again under this lock: a queue created since may have fenced the bucket.
-        const reissue r = check_reissue(st, *cs, h, writer != nullptr);
+        const reissue r = check_reissue(st, cs, h, writer != nullptr, known);
         if (r == reissue::ok) break;
         if (r == reissue::fail) {
             ++st.fallbacks;

@@ -29,6 +29,10 @@ void oom_trim_begins() noexcept;         // takes State::mu for this thread
 bool oom_trim_pending() noexcept;        // this thread holds it from oom_trim_begins
 void oom_trim_ends(const void* pool) noexcept;  // drops the pool's tombstones, releases State::mu
 
+// The bucket this thread's last driver allocation made: a bucket taken from a
+// pool is new only if it is this one (else it had an owner, and a tombstone).
+inline thread_local cl_mem tl_made = nullptr;
+
 // OpenCLBackend, bracketing the pool's trim-and-retry as above.
 struct WatchedBackend : OpenCLBackend {
     using OpenCLBackend::OpenCLBackend;
@@ -39,6 +43,7 @@ struct WatchedBackend : OpenCLBackend {
         auto a = OpenCLBackend::allocate(n, kind);
         // A first failure is always followed by trim() and one more allocate (pool.hpp).
         if (a.status == AllocStatus::out_of_memory && !retry) oom_trim_begins();
+        if (a.status == AllocStatus::ok) tl_made = a.memory();
         return a;
     }
 };

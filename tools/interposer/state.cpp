@@ -279,13 +279,34 @@ void unpark(State& st, ContextState& cs, std::vector<DueCallbacks>& due) noexcep
     }
 }
 
-reissue check_reissue(State& st, ContextState& cs, PoolT::handle& h, bool core_writes) noexcept {
+// A bucket whose tombstone is gone while its old owner's commands may still
+// run: a tombstone again, back in its pool behind everything enqueued so far.
+static reissue refence(State& st, const std::shared_ptr<ContextState>& cs, PoolT::handle& h) noexcept {
+    try {
+        auto owned = std::make_unique<MemRec>();
+        owned->mem = h.buffer()();
+        owned->ctx = cs;
+        owned->refs = 0;
+        owned->pool = h.pool();
+        const std::vector<cl::Event> events = adopt(cs->order.completion());
+        MemRec* rec = owned.get();
+        st.mems.emplace(rec->mem, std::move(owned));
+        ++st.rewaits;
+        put_back(st, rec, h, events);
+        return reissue::wait;
+    } catch (...) {
+        return reissue::fail;  // the caller gives up; h goes back as it came, and is refenced when next taken
+    }
+}
+
+reissue check_reissue(State& st, const std::shared_ptr<ContextState>& cs, PoolT::handle& h, bool core_writes,
+                      bool known) noexcept {
     auto t = st.mems.find(h.buffer()());
-    if (t == st.mems.end()) return reissue::ok;  // a new bucket
+    if (t == st.mems.end()) return known ? reissue::ok : refence(st, cs, h);
     MemRec* rec = t->second.get();
     const std::uint64_t unfenced = rec->reuse.unfenced;
     try {
-        reuse::Reissue r = cs.order.reissue(rec->reuse, core_writes);
+        reuse::Reissue r = cs->order.reissue(rec->reuse, core_writes);
         if (!r.wait) return reissue::ok;
         const std::vector<cl::Event> events = adopt(r.events);
         ++st.rewaits;

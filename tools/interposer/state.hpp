@@ -192,7 +192,12 @@ void look_at_parked(const std::shared_ptr<ContextState>& cs) noexcept;
 enum class reissue { ok, wait, fail };
 // Whether the bucket in h, just taken from its pool, may be handed out.
 // `wait`: it went back to its pool behind a fence; the caller asks the pool
-// again. `core_writes`: the core's COPY_HOST_PTR write comes first.
-reissue check_reissue(State& st, ContextState& cs, PoolT::handle& h, bool core_writes) noexcept;
+// again. `core_writes`: the core's COPY_HOST_PTR write comes first. `known`:
+// no old owner's command can still use it (the driver just made it, or it
+// passed this check already); any other bucket without a record lost its
+// tombstone to a give-back while the caller held it, and waits for every
+// command enqueued so far.
+reissue check_reissue(State& st, const std::shared_ptr<ContextState>& cs, PoolT::handle& h, bool core_writes,
+                      bool known) noexcept;
 
 }  // namespace clpool::interpose

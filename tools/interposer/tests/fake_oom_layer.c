@@ -27,6 +27,18 @@ static void (*retry_hook)(void);
 static int failed_once;
 __attribute__((visibility("default"))) void fake_oom_set_hook(void (*hook)(void)) { retry_hook = hook; }
 
+/* Two more, for tests that pause a thread inside the interposer at a chosen driver call:
+ * release_hook runs once, at the next clReleaseMemObject (before it reaches the driver);
+ * event_hook runs at every clGetEventInfo while set (it picks its own moment). */
+static void (*release_hook)(void);
+static void (*event_hook)(void);
+__attribute__((visibility("default"))) void fake_oom_set_release_hook(void (*hook)(void)) {
+    __atomic_store_n(&release_hook, hook, __ATOMIC_RELEASE);
+}
+__attribute__((visibility("default"))) void fake_oom_set_event_hook(void (*hook)(void)) {
+    __atomic_store_n(&event_hook, hook, __ATOMIC_RELEASE);
+}
+
 static cl_mem CL_API_CALL fake_create_buffer(cl_context c, cl_mem_flags f, size_t n, void* h, cl_int* err) {
     pthread_mutex_lock(&lock);
     if (live_bytes + n > budget || nlive == 4096) {
@@ -54,6 +66,8 @@ static cl_mem CL_API_CALL fake_create_buffer(cl_context c, cl_mem_flags f, size_
 }
 
 static cl_int CL_API_CALL fake_release(cl_mem m) {
+    void (*hook)(void) = __atomic_exchange_n(&release_hook, NULL, __ATOMIC_ACQ_REL);
+    if (hook) hook();
     cl_uint refs = 0;
     below->clGetMemObjectInfo(m, CL_MEM_REFERENCE_COUNT, sizeof refs, &refs, NULL);
     pthread_mutex_lock(&lock);
@@ -67,6 +81,12 @@ static cl_int CL_API_CALL fake_release(cl_mem m) {
     }
     pthread_mutex_unlock(&lock);
     return below->clReleaseMemObject(m);
+}
+
+static cl_int CL_API_CALL fake_event_info(cl_event e, cl_event_info param, size_t size, void* value, size_t* size_ret) {
+    void (*hook)(void) = __atomic_load_n(&event_hook, __ATOMIC_ACQUIRE);
+    if (hook) hook();
+    return below->clGetEventInfo(e, param, size, value, size_ret);
 }
 
 CL_API_ENTRY cl_int CL_API_CALL clGetLayerInfo(cl_layer_info param, size_t size, void* value, size_t* size_ret) {
@@ -89,6 +109,7 @@ CL_API_ENTRY cl_int CL_API_CALL clInitLayer(cl_uint n, const struct _cl_icd_disp
     below = target;
     table.clCreateBuffer = fake_create_buffer;
     table.clReleaseMemObject = fake_release;
+    table.clGetEventInfo = fake_event_info;
     *layer = &table;
     *n_ret = (cl_uint)entries;
     return CL_SUCCESS;

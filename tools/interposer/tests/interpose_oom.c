@@ -6,6 +6,7 @@
 #include <CL/cl.h>
 
 #include <pthread.h>
+#include <time.h>
 
 #include "interpose_test.h"
 
@@ -35,6 +36,128 @@ static void set_retry_hook(void) {
     void (*set)(void (*)(void)) = h ? (void (*)(void (*)(void)))dlsym(h, "fake_oom_set_hook") : NULL;
     CHECK(set != NULL);
     if (set) set(at_retry);
+}
+
+/* A bucket in another thread's hands while the context's cache is given back. Thread B asks
+ * for a WRITE_ONLY buffer; its pool holds x's bucket (cached, its reuse fenced: x's write still
+ * waits on a user event) and w's (pending). B is paused inside the pool, at the completion test
+ * of w's bucket, until the main thread's out-of-memory give-back has dropped the context's
+ * tombstones; B then takes x's bucket before the give-back reaches its pool, and only then
+ * reaches the core's lock. x's fence must survive that: else B gets x's bucket while x's write
+ * is still queued. */
+static pthread_mutex_t gate_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t gate_cv = PTHREAD_COND_INITIALIZER;
+static int b_at_gate, b_done, gate_open;
+static __thread int pause_here; /* B's next completion test pauses */
+
+/* Waits (gate_mu held) until *flag or *other, at most 10 s; 0 on timeout. */
+static int wait_for_flag(const int* flag, const int* other) {
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 10;
+    while (!*flag && !*other)
+        if (pthread_cond_timedwait(&gate_cv, &gate_mu, &until) != 0) break;
+    return *flag || *other;
+}
+static void raise_flag(int* flag) {
+    pthread_mutex_lock(&gate_mu);
+    *flag = 1;
+    pthread_cond_broadcast(&gate_cv);
+    pthread_mutex_unlock(&gate_mu);
+}
+static void at_event_info(void) {
+    if (!pause_here) return;
+    pause_here = 0;
+    pthread_mutex_lock(&gate_mu);
+    b_at_gate = 1;
+    pthread_cond_broadcast(&gate_cv);
+    CHECK(wait_for_flag(&gate_open, &gate_open));
+    pthread_mutex_unlock(&gate_mu);
+}
+static void at_give_back(void) { raise_flag(&gate_open); }
+
+static cl_context b_ctx;
+static cl_mem b_made;
+static void* thread_b(void* unused) {
+    (void)unused;
+    cl_int err;
+    pause_here = 1;
+    b_made = clCreateBuffer(b_ctx, CL_MEM_WRITE_ONLY, 256 * 1024, NULL, &err);
+    pause_here = 0;
+    CHECK(err == CL_SUCCESS);
+    raise_flag(&b_done);
+    return NULL;
+}
+
+static void* layer_hook(const char* name) {
+    const char* layer = getenv("OPENCL_LAYERS");
+    void* h = layer ? dlopen(layer, RTLD_NOW | RTLD_NOLOAD) : NULL;
+    return h ? dlsym(h, name) : NULL;
+}
+
+static void bucket_held_during_give_back(cl_device_id dev) {
+    void (*set_release_hook)(void (*)(void)) = (void (*)(void (*)(void)))layer_hook("fake_oom_set_release_hook");
+    void (*set_event_hook)(void (*)(void)) = (void (*)(void (*)(void)))layer_hook("fake_oom_set_event_hook");
+    CHECK(set_release_hook && set_event_hook);
+    if (!set_release_hook || !set_event_hook) return;
+    enum { X = 256 * 1024 };
+    static unsigned char old_data[X], new_data[X], back[X];
+    memset(old_data, 0xaa, X);
+    memset(new_data, 0x55, X);
+    cl_int err;
+    cl_context ctx = clCreateContext(NULL, 1, &dev, NULL, NULL, &err);
+    cl_command_queue q1 = clCreateCommandQueue(ctx, dev, 0, &err);
+    /* The pools, in the order the give-back walks them (by flags): READ_WRITE holds one bucket
+     * (its trim is the moment B goes on), then WRITE_ONLY (B's), then READ_ONLY (the main
+     * thread's, nothing cached: its own trim must not release anything). */
+    cl_mem rw = clCreateBuffer(ctx, CL_MEM_READ_WRITE, X, NULL, &err);
+    CHECK(err == CL_SUCCESS);
+    cl_mem ro = clCreateBuffer(ctx, CL_MEM_READ_ONLY, 4096, NULL, &err);
+    CHECK(err == CL_SUCCESS);
+    cl_mem x = clCreateBuffer(ctx, CL_MEM_WRITE_ONLY, X, NULL, &err);
+    CHECK(err == CL_SUCCESS);
+    cl_mem w = clCreateBuffer(ctx, CL_MEM_WRITE_ONLY, X, NULL, &err);
+    CHECK(err == CL_SUCCESS);
+    cl_event gate = clCreateUserEvent(ctx, &err);
+    OK(clEnqueueWriteBuffer(q1, x, CL_FALSE, 0, X, old_data, 1, &gate, NULL));
+    OK(clFlush(q1));
+    OK(clReleaseMemObject(rw));
+    OK(clReleaseMemObject(x)); /* behind the lone queue: no fence yet */
+    cl_command_queue q2 = clCreateCommandQueue(ctx, dev, 0, &err); /* x's bucket: fenced now */
+    CHECK(err == CL_SUCCESS);
+    OK(clReleaseMemObject(w)); /* pending behind markers on both queues */
+
+    b_ctx = ctx;
+    set_event_hook(at_event_info);
+    pthread_t b;
+    CHECK(pthread_create(&b, NULL, thread_b, NULL) == 0);
+    pthread_mutex_lock(&gate_mu);
+    wait_for_flag(&b_at_gate, &b_done);
+    const int paused = b_at_gate;
+    pthread_mutex_unlock(&gate_mu);
+    if (get_counters) CHECK(paused); /* plain: the driver makes B's buffer, no pool to pause in */
+    set_release_hook(at_give_back);
+    cl_mem big = clCreateBuffer(ctx, CL_MEM_READ_ONLY, 8 * MiB, NULL, &err); /* more than the device has */
+    CHECK(big == NULL && err == CL_MEM_OBJECT_ALLOCATION_FAILURE);
+    set_release_hook(NULL);
+    if (get_counters) CHECK(gate_open); /* the give-back's trim let B go on */
+    raise_flag(&gate_open);
+    pthread_join(b, NULL);
+    set_event_hook(NULL);
+
+    cl_mem y = b_made;
+    if (y == x) fprintf(stderr, "B got x's bucket while x's write was still queued\n");
+    OK(clEnqueueWriteBuffer(q2, y, CL_TRUE, 0, X, new_data, 0, NULL, NULL));
+    OK(clSetUserEventStatus(gate, CL_COMPLETE));
+    OK(clFinish(q1));
+    OK(clEnqueueReadBuffer(q2, y, CL_TRUE, 0, X, back, 0, NULL, NULL));
+    CHECK(memcmp(back, new_data, X) == 0);
+    OK(clReleaseMemObject(y));
+    OK(clReleaseMemObject(ro));
+    clReleaseEvent(gate);
+    clReleaseCommandQueue(q2);
+    clReleaseCommandQueue(q1);
+    clReleaseContext(ctx);
 }
 
 int main(void) {
@@ -119,6 +242,7 @@ int main(void) {
     clReleaseCommandQueue(q2);
     clReleaseCommandQueue(q);
     clReleaseContext(ctx);
+    bucket_held_during_give_back(dev);
     if (failures) {
         fprintf(stderr, "%d check(s) failed\n", failures);
         return 1;
