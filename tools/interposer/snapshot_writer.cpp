@@ -4,6 +4,7 @@
 #include <clpool/core/snapshot_json.hpp>
 #include <clpool/pools/process_snapshot.hpp>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cinttypes>
@@ -26,19 +27,19 @@ pid_t g_armed_pid = 0;        // the process that armed it: a fork child writes 
 int g_wake[2] = {-1, -1};     // the signal handler's one byte to the writer thread
 std::mutex g_write_mu;        // one writer at a time (the thread, or exit)
 bool g_written_at_exit = false;  // under g_write_mu: the exit snapshot is the last; g_path may be destroyed after it
+std::atomic<bool> g_exiting{false};  // exit began: a snapshot still waiting for State::mu gives up
 
 // The interposer's pools, one entry each, after snapshot_all()'s (the
 // interposer's own process-wide pools; the application's are its own copy of
 // clpool, not seen here). `wait_for_lock` false (at exit): give up after a
-// second rather than hang on a lock another thread holds.
+// second rather than hang on a lock another thread holds. true (SIGUSR1):
+// wait until exit begins, never longer: exit waits for g_write_mu, held here.
 bool take(State& st, ProcessSnapshot& snap, bool wait_for_lock) {
     snap = snapshot_all();
     std::unique_lock lock(st.mu, std::defer_lock);
-    if (wait_for_lock) {
-        lock.lock();
-    } else {
-        for (int i = 0; i < 100 && !lock.try_lock(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-        if (!lock.owns_lock()) return false;
+    for (int i = 0; !lock.try_lock(); ++i) {
+        if (wait_for_lock ? g_exiting.load(std::memory_order_acquire) : i == 100) return false;
+        std::this_thread::sleep_for(std::chrono::milliseconds(wait_for_lock ? 2 : 10));
     }
     for (auto& [c, cs] : st.contexts) {
         for (auto& [flags, pool] : cs->pools) {
@@ -64,8 +65,8 @@ bool write_now(bool wait_for_lock, bool last) noexcept {
         g_written_at_exit = last;
         ProcessSnapshot snap;
         if (!take(state(), snap, wait_for_lock)) {
-            std::fprintf(stderr, "clpool: CLPOOL_SNAPSHOT skipped: the interposer was busy at exit\n");
-            return true;
+            if (last) std::fprintf(stderr, "clpool: CLPOOL_SNAPSHOT skipped: the interposer was busy at exit\n");
+            return true;  // a SIGUSR1 snapshot overtaken by exit: the exit snapshot says how that went
         }
         std::string path = g_path;
         if (getpid() != g_armed_pid) path += "." + std::to_string(getpid());
@@ -115,6 +116,7 @@ void child_after_fork() {
 
 // The last snapshot; then the thread is woken to stop.
 void at_exit() noexcept {
+    g_exiting.store(true, std::memory_order_release);
     write_now(false, true);
     const char byte = 1;
     if (g_wake[1] >= 0) {

@@ -63,6 +63,16 @@ add_test(NAME interpose_oom.preload COMMAND interpose_oom)
 set_tests_properties(interpose_oom.preload PROPERTIES
   ENVIRONMENT "LD_PRELOAD=${_lib};CLPOOL_INTERPOSER=${_lib};OPENCL_LAYERS=${_fake};FAKE_OOM_BYTES=4194304")
 
+# CLPOOL_SNAPSHOT at exit while a thread the test layer parks inside the core's lock blocks a SIGUSR1
+# snapshot: the process must still end (the program's alarm() and TIMEOUT make a hang a failure).
+add_executable(interpose_snapshot_exit ${CMAKE_CURRENT_SOURCE_DIR}/tests/interpose_snapshot_exit.c)
+target_link_libraries(interpose_snapshot_exit PRIVATE OpenCL::OpenCL Threads::Threads ${CMAKE_DL_LIBS} clpool_warnings)
+add_dependencies(interpose_snapshot_exit clpool_interpose clpool_fake_oom_layer)
+add_dependencies(interpose_semantics interpose_snapshot_exit)
+add_test(NAME interpose_snapshot_exit.preload COMMAND interpose_snapshot_exit)
+set_tests_properties(interpose_snapshot_exit.preload PROPERTIES TIMEOUT 60 ENVIRONMENT
+  "LD_PRELOAD=${_lib};CLPOOL_INTERPOSER=${_lib};OPENCL_LAYERS=${_fake};FAKE_OOM_BYTES=4194304;CLPOOL_SNAPSHOT=${CMAKE_CURRENT_BINARY_DIR}/snapshot_exit.json")
+
 # Allocation churn, plain vs interposed (a measurement, not a test: run it by hand or from
 # benchmarks/gpu/interposer.sh).
 add_executable(interpose_bench ${CMAKE_CURRENT_SOURCE_DIR}/tests/interpose_bench.c)
