@@ -11,6 +11,7 @@
 #include <limits>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -414,6 +415,8 @@ int main(int argc, char** argv) {
         } catch (const replay::trace_error& e) {  // from a replay: bytes held past what 64 bits count
             throw input_error("trace '" + trace_path + "' " + e.what() +
                               "\nThe replay counts bytes in 64 bits; shrink or leave out that allocation.");
+        } catch (const replay::replay_error& e) {  // a driver call failed: exit 1, naming the event's line
+            throw std::runtime_error("trace '" + trace_path + "' " + e.what());
         }
     });
 }

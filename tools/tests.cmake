@@ -220,6 +220,14 @@ endforeach()
 clpool_tool_test(replay.held_overflow RC 2 COMMAND ${replay} ${CLPOOL_TRACES}/malformed/held_overflow.trace -d sim
   --no-buckets STDERR "line 8: pass-through \\(CL_MEM_USE_HOST_PTR\\) size 4611686018427387904 takes the bytes BufferPool holds")
 
+# Well-formed, but the driver refuses line 6's flags (read-only and write-only): exit 1, naming the line.
+if(CLPOOL_WITH_OPENCL)
+  clpool_tool_test(replay.driver_error_line RC 1 COMMAND ${replay} ${CLPOOL_TRACES}/malformed/refused_flags.trace
+    --device 0:0 --no-buckets --no-search
+    STDERR "trace '[^']*refused_flags.trace' line 6: BufferPool: alloc of id 2 \\(4096 bytes, flags 0x6\\): clpool: "
+    "failed with driver code -30" "--device host to rule out the driver")
+endif()
+
 # Every shipped trace (hand-written, synthetic, and those recorded by the interposer) replays cleanly.
 file(GLOB CLPOOL_SHIPPED_TRACES CONFIGURE_DEPENDS ${CLPOOL_TRACES}/*.trace)
 foreach(trace IN LISTS CLPOOL_SHIPPED_TRACES)

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <charconv>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -566,6 +567,22 @@ inline std::unique_ptr<PoolSet> make_pool_set(const Config& c, const Target& t) 
 
 // ---------------------------------------------------------------- the replay
 
+// A driver call that failed while one event replayed (an out-of-memory or an
+// oversized request is not one: it counts as a failed allocation). line() is
+// the event's 1-based line in the trace, native_code() the driver's code;
+// what() reads "line N: <configuration>: <the event>: <the driver's error>".
+class replay_error : public std::runtime_error {
+public:
+    replay_error(std::size_t line, const std::string& message, int native_code)
+        : std::runtime_error("line " + std::to_string(line) + ": " + message), line_(line), native_code_(native_code) {}
+    std::size_t line() const noexcept { return line_; }
+    int native_code() const noexcept { return native_code_; }
+
+private:
+    std::size_t line_;
+    int native_code_;
+};
+
 struct Result {
     std::string name;
     std::string spec;
@@ -631,8 +648,10 @@ inline Result run_unpooled(const Trace& trace) {
 // Buffers still live at the end are released, then the pools destroyed.
 // The first `warmup` allocations are left out of warm_allocations and
 // warm_driver_allocations. Target::capacity caps the bytes held.
-// Throws driver_error (a backend cannot be made), config_error; trace_error,
-// naming the line, if a pass-through buffer would take the bytes held past 2^64-1.
+// Throws replay_error, naming the event's line, for a driver call that fails
+// (an allocation the driver refuses other than for memory, a backend that
+// cannot be made), config_error; trace_error, naming the line, if a
+// pass-through buffer would take the bytes held past 2^64-1.
 // Cost: one pool operation per event, plus the backend's allocations.
 inline Result run(const Trace& trace, const Config& c, const Target& t, std::size_t warmup = 0) {
     Result r;
@@ -652,7 +671,18 @@ inline Result run(const Trace& trace, const Config& c, const Target& t, std::siz
                                           " takes the bytes " + c.name + " holds (" +
                                           std::to_string(set->driver().held) + ") past " +
                                           std::to_string(std::numeric_limits<std::size_t>::max()));
-        const bool ok = set->apply(e);
+        bool ok = false;
+        try {
+            ok = set->apply(e);
+        } catch (const driver_error& err) {
+            // The driver's message names the call, not the trace: say which event made it.
+            char flags[17];
+            const auto end = std::to_chars(flags, flags + sizeof flags, e.flags, 16).ptr;
+            const std::string event = std::string(e.kind == op::alloc ? "alloc" : "free") + " of id " +
+                                      std::to_string(e.id) + " (" + std::to_string(e.bytes) + " bytes, flags 0x" +
+                                      std::string(flags, end) + ")";
+            throw replay_error(e.line, c.name + ": " + event + ": " + err.what(), err.native_code());
+        }
         if (!ok) ++r.failed;
         if (e.kind == op::alloc && r.allocations++ >= warmup) {
             ++r.warm_allocations;
