@@ -12,6 +12,7 @@ Standard library only. Exit codes: 0 ok, 1 the output cannot be written, 2 bad i
 
 import argparse
 import csv
+import fractions
 import io
 import math
 import pickle
@@ -20,6 +21,7 @@ import sys
 
 HEADER = "clpool-trace 1"  # tools/common/trace_format.hpp
 FLAGS_READ_WRITE = 0x1  # CL_MEM_READ_WRITE: both sources allocate plain device memory
+MAX_T_NS = 2**64 - 1  # a trace's times are decimal nanoseconds in 64 bits (tools/replay/trace.hpp)
 
 
 class ConvertError(Exception):
@@ -41,19 +43,26 @@ class _Writer:
         self.live_bytes = 0
         self.peak_live = 0
 
-    def _time(self, t_ns):
+    def _time(self, t_ns, where):
         # The format wants times that never decrease; logs from several threads may not.
         if self.origin is None:
             self.origin = int(t_ns)
-        self.last_t = max(self.last_t, int(t_ns) - self.origin)
+        t = int(t_ns) - self.origin
+        if t > MAX_T_NS:  # clpool-replay would refuse the line
+            raise ConvertError(
+                f"{where}: more than {MAX_T_NS} ns after the first event; expected times within "
+                f"{MAX_T_NS} ns (2^64-1, about 584 years) of it, the trace format's limit"
+            )
+        self.last_t = max(self.last_t, t)
         return self.last_t
 
-    def alloc(self, t_ns, ctx, address, nbytes):
-        t = self._time(t_ns)
+    def alloc(self, t_ns, ctx, address, nbytes, where):
+        """`where` names the input's event or line in an error."""
+        t = self._time(t_ns, where)
         key = (ctx, address)
         if key in self.live:  # a free the log lost: close the old block first
             self.implied_frees += 1
-            self.free(t, ctx, address)
+            self.free(t + self.origin, ctx, address, where)
         ident = self.next_id
         self.next_id += 1
         self.live[key] = (ident, nbytes)
@@ -62,8 +71,8 @@ class _Writer:
         self.peak_live = max(self.peak_live, self.live_bytes)
         self.lines.append(f"{t} alloc {ident} 0x{ctx:x} 0x{FLAGS_READ_WRITE:x} {nbytes}")
 
-    def free(self, t_ns, ctx, address):
-        t = self._time(t_ns)
+    def free(self, t_ns, ctx, address, where):
+        t = self._time(t_ns, where)
         entry = self.live.pop((ctx, address), None)
         if entry is None:
             self.skipped_frees += 1
@@ -142,7 +151,7 @@ def convert_torch(data):
                     f"expected a finite number of microseconds"
                 )
             any_time = any_time or isinstance(t_us, (int, float))
-            events.append((t_us if isinstance(t_us, (int, float)) else None, device, order, e))
+            events.append((t_us if isinstance(t_us, (int, float)) else None, device, order, e, k))
             order += 1
     # Devices' traces are separate lists: merge them by time when the events carry it.
     if any_time:
@@ -151,15 +160,21 @@ def convert_torch(data):
     reserved = peak_reserved = 0
     segment_frees_unknown = 0
     segments = set()
-    for i, (t_us, device, _, e) in enumerate(events):
-        t_ns = int(t_us * 1000) if t_us is not None else i * 1000
+    for i, (t_us, device, _, e, k) in enumerate(events):
+        if t_us is None:
+            t_ns = i * 1000
+        elif isinstance(t_us, float) and not math.isfinite(t_us * 1000):
+            t_ns = int(fractions.Fraction(t_us) * 1000)  # exact, where the float product overflows
+        else:
+            t_ns = int(t_us * 1000)
         ctx = device + 1
+        where = f"device_traces[{device}][{k}] ({e['action']}) has time_us={reprlib.repr(t_us)}"
         if e["action"] == "alloc":
             if e["size"] == 0:
                 continue
-            w.alloc(t_ns, ctx, e["addr"], e["size"])
+            w.alloc(t_ns, ctx, e["addr"], e["size"], where)
         elif e["action"] == "free_completed":
-            w.free(t_ns, ctx, e["addr"])
+            w.free(t_ns, ctx, e["addr"], where)
         elif e["action"] == "segment_alloc":
             segments.add((ctx, e["addr"]))
             reserved += e["size"]
@@ -239,11 +254,12 @@ def convert_rmm(text):
                 raise ValueError
         except ValueError:
             raise ConvertError(f"line {line}: bad Size '{row[col['Size']].strip()}'; expected a byte count") from None
+        where = f"line {line}: Time '{row[col['Time']].strip()}'"
         if action == "allocate":
             if size > 0:
-                w.alloc(t, 1, address, size)
+                w.alloc(t, 1, address, size, where)
         elif action == "free":
-            w.free(t, 1, address)
+            w.free(t, 1, address, where)
         elif "fail" in action:
             failures += 1
         else:

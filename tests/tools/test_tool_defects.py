@@ -74,6 +74,36 @@ class ConvertTraceDefects(unittest.TestCase):
         self.assertEqual(rc, 2)
         self.assertIn("time_us=nan; expected a finite number", err.getvalue())
 
+    # Defect: a huge finite time_us (1e300) was converted into a time of 304 digits, which
+    # clpool-replay then refused ("bad time"); 1e306 overflowed int(t_us * 1000), a traceback.
+    # A time past the format's 64-bit nanoseconds is named by event, with the limit.
+    def test_time_us_past_the_formats_limit_is_named(self):
+        limit = str(2**64 - 1)
+        # Times count from the first event by time: after -1e300, the event at 0 is the one too late.
+        for t_us, late in ((1e300, 1), (1e306, 1), (10**40, 1), (18446744073709552, 1), (-1e300, 0)):
+            snap = {"device_traces": [[{"action": "alloc", "addr": 16, "size": 512, "time_us": 0},
+                                       {"action": "alloc", "addr": 32, "size": 512, "time_us": t_us}]]}
+            with self.subTest(t_us=t_us):
+                with self.assertRaisesRegex(ct.ConvertError,
+                                            rf"device_traces\[0\]\[{late}\] \(alloc\) has time_us=.*{limit} ns"):
+                    ct.convert("torch", pickle.dumps(snap))
+        # The largest time the format holds in whole microseconds converts.
+        snap = {"device_traces": [[{"action": "alloc", "addr": 16, "size": 512, "time_us": 0},
+                                   {"action": "alloc", "addr": 32, "size": 512, "time_us": 18446744073709551}]]}
+        self.assertIn("\n18446744073709551000 alloc 2 ", ct.convert("torch", pickle.dumps(snap)))
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "snap.pickle")
+            with open(path, "wb") as f:
+                pickle.dump({"device_traces": [[{"action": "alloc", "addr": 16, "size": 512, "time_us": 0.0},
+                                                {"action": "free_completed", "addr": 16, "size": 512,
+                                                 "time_us": 1e300}]]}, f)
+            err = io.StringIO()
+            with redirect_stderr(err):
+                rc = ct.main(["torch", path, "-o", os.path.join(d, "out.trace")])
+        self.assertEqual(rc, 2)
+        self.assertIn("device_traces[0][1] (free_completed) has time_us=1e+300", err.getvalue())
+        self.assertIn(f"expected times within {limit} ns", err.getvalue())
+
     # Defect: a bad field's value was quoted with repr(), which recurses: a size nested 200000 lists
     # deep (the unpickler builds it without recursion) raised RecursionError, a traceback.
     def test_a_deeply_nested_bad_field_is_named_not_a_traceback(self):
