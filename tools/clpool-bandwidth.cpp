@@ -102,6 +102,7 @@ int main(int argc, char** argv) {
         ->check(byte_size())
         ->capture_default_str();
     app.add_option("--factor", factor, "each size is the previous one times this (2: powers of two)")
+        ->check(decimal_number())
         ->check(CLI::Range(1.01, 1024.0))
         ->capture_default_str();
     app.add_option("-m,--modes", modes_text, mode_help());

@@ -240,6 +240,7 @@ int main(int argc, char** argv) {
                  "capacity while serving --min-hit-rate of the allocations after --warmup with no\n"
                  "driver call; print it as a 'using' line");
     app.add_option("--min-hit-rate", min_hit_percent, "--suggest's requirement, in percent")
+        ->check(decimal_number())
         ->check(CLI::Range(0.0, 100.0))
         ->capture_default_str();
 

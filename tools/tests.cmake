@@ -125,6 +125,13 @@ if(TARGET clpool-bandwidth)
   clpool_tool_test(bandwidth.decimal_counts COMMAND ${bw} --modes pinned-write --min 4KiB --max 4KiB
     --reps 010 --warmup 010 STDOUT "median of 10 after 10 warm-up")
   clpool_tool_test(bandwidth.hex_reps RC 2 COMMAND ${bw} --reps 0x10 STDERR "'0x10' is not a decimal count")
+  # Decimal numbers too: CLI11 alone reads "0x2" as 2 and lets "nan" through its range check.
+  clpool_tool_test(bandwidth.decimal_factor COMMAND ${bw} --modes pinned-write --min 4KiB --max 6KiB
+    --factor 15e-1 --reps 1 -q --csv - STDOUT "\n4096,pinned-write,[^\n]*\n6144,pinned-write,")
+  clpool_tool_test(bandwidth.hex_factor RC 2 COMMAND ${bw} --factor 0x2
+    STDERR "--factor: '0x2' is not a decimal number")
+  clpool_tool_test(bandwidth.nan_factor RC 2 COMMAND ${bw} --factor nan
+    STDERR "--factor: 'nan' is not a decimal number")
   # A mode is measured once: a repeat would be a second column of the same name.
   clpool_tool_test(bandwidth.duplicate_mode RC 2 COMMAND ${bw} --modes pinned-write,map-read,pinned-write
     STDERR "mode 'pinned-write' is given twice in --modes")
@@ -190,6 +197,10 @@ clpool_tool_test(replay.bad_warmup RC 2 COMMAND ${replay} ${CLPOOL_TRACES}/small
   STDERR "--warmup='120%'; expected a count of allocations")
 clpool_tool_test(replay.bad_min_hit_rate RC 2 COMMAND ${replay} ${CLPOOL_TRACES}/small.trace --suggest --min-hit-rate 101
   STDERR "--min-hit-rate")
+clpool_tool_test(replay.hex_min_hit_rate RC 2 COMMAND ${replay} ${CLPOOL_TRACES}/small.trace --suggest
+  --min-hit-rate 0x10 STDERR "--min-hit-rate: '0x10' is not a decimal number")
+clpool_tool_test(replay.hex_max_free RC 2 COMMAND ${replay} ${CLPOOL_TRACES}/small.trace -c buckets=arena,max-free=0x0.2
+  STDERR "max-free='0x0.2'; expected a fraction")
 clpool_tool_test(replay.bad_cap RC 2 COMMAND ${replay} ${CLPOOL_TRACES}/small.trace --config cap=lots
   STDERR "cap='lots'")
 clpool_tool_test(replay.duplicate_names RC 2 COMMAND ${replay} ${CLPOOL_TRACES}/small.trace

@@ -61,6 +61,19 @@ inline const CLI::Validator& decimal_count() {
     return v;
 }
 
+// A CLI11 validator for decimal numbers (--factor, --min-hit-rate): "2", "1.5", "1e3".
+// CLI11 reads them with strtold, where "0x10" is 16 and "nan" passes a range check;
+// this refuses hex, inf, nan, blanks and separators (is_decimal_number).
+inline const CLI::Validator& decimal_number() {
+    static const CLI::Validator v(
+        [](std::string& s) -> std::string {
+            if (!is_decimal_number(s)) return "'" + s + "' is not a decimal number (e.g. 1.5, 2 or 1e3)";
+            return {};
+        },
+        "NUMBER");
+    return v;
+}
+
 // Parses argv with `app`, then runs `body`, mapping outcomes to exit codes:
 // --help prints to stdout and returns 0; a parse error, input_error or
 // config_error (a bad --device / CLPOOL_DEVICE / CLPOOL_* value) prints

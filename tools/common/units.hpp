@@ -1,4 +1,4 @@
-// Byte sizes for the tools: parsing "4KiB"/"1G"/"4096" and printing "4 KiB".
+// Byte sizes for the tools: parsing "4KiB"/"1G"/"4096" and printing "4 KiB"; decimal numbers.
 #pragma once
 
 #include <charconv>
@@ -33,6 +33,35 @@ inline std::optional<std::uint64_t> parse_bytes(std::string_view s) {
     else return std::nullopt;
     if (shift && value > (std::numeric_limits<std::uint64_t>::max() >> shift)) return std::nullopt;
     return value << shift;
+}
+
+// Whether s is a decimal number as the tools' decimal options take it: an
+// optional sign, digits with an optional fraction ("2", "1.5", ".5") and an
+// optional exponent ("1e3"). strtod alone also reads hex ("0x10" is 16),
+// inf, nan and leading blanks; those are refused here. Cost: O(length).
+inline bool is_decimal_number(std::string_view s) {
+    std::size_t i = 0;
+    const auto sign = [&] {
+        if (i < s.size() && (s[i] == '+' || s[i] == '-')) ++i;
+    };
+    const auto digits = [&] {
+        const std::size_t from = i;
+        while (i < s.size() && s[i] >= '0' && s[i] <= '9') ++i;
+        return i - from;
+    };
+    sign();
+    std::size_t mantissa = digits();
+    if (i < s.size() && s[i] == '.') {
+        ++i;
+        mantissa += digits();
+    }
+    if (mantissa == 0) return false;
+    if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
+        ++i;
+        sign();
+        if (digits() == 0) return false;
+    }
+    return i == s.size();
 }
 
 // "512 B", "4 KiB", "1.5 MiB", "1.25 MiB": binary units, at most two decimals.

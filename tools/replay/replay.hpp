@@ -170,7 +170,8 @@ inline Config parse_config(std::string_view spec, std::size_t ordinal) {
             arena_keys.push_back(key);
         } else if (key == "max-free") {
             char* end = nullptr;
-            const double f = std::strtod(value.c_str(), &end);
+            // Decimal only: strtod alone reads hex ("0x0.2" is 0.125).
+            const double f = tools::is_decimal_number(value) ? std::strtod(value.c_str(), &end) : -1.0;
             if (value.empty() || end != value.c_str() + value.size() || !(f >= 0.0 && f <= 1.0))
                 throw config_spec_error("--config max-free='" + value +
                                         "'; expected a fraction of the segments' bytes from 0 to 1 (e.g. 0.125)");
