@@ -272,6 +272,18 @@ fb_pool["buffers"].insert(0, {"state": "in_use", "bucket_size": 0, "bytes_reques
                               "tag": "", "id": 999936, "frames": []})
 for field, add in (("bytes_allocated", 3072), ("bytes_in_use", 3072), ("bytes_requested", 2900)):
     fb_pool["stats"][field] += add
+# Its hand-out, a miss, is in the history; so is an earlier buffer of the same id that lay in a
+# segment and was evicted (a node's address reused), which is no driver allocation.
+fb_events = fb_pool["history"]["events"]
+fb_t = fb_events[-1]["t_ns"]
+fb_events[0:0] = [{"t_ns": fb_events[0]["t_ns"] - 2, "action": "alloc", "id": 999936, "bytes_requested": 500,
+                   "bytes_held": 512, "bucket_size": 512, "tag": "", "hit": False, "frames": []},
+                  {"t_ns": fb_events[0]["t_ns"] - 1, "action": "evict", "id": 999936, "bytes_requested": 500,
+                   "bytes_held": 512, "bucket_size": 512, "tag": "", "frames": []}]
+fb_events.append({"t_ns": fb_t + 1, "action": "alloc", "id": 999936, "bytes_requested": 2900, "bytes_held": 3072,
+                  "bucket_size": 0, "tag": "", "hit": False, "frames": []})
+for field in ("recorded",):
+    fb_pool["history"][field] += 3
 fb_src, fb_pt = os.path.join(out, "viz-fallback.json"), os.path.join(out, "viz-fallback.pickle")
 json.dump(fb_doc, open(fb_src, "w", encoding="utf-8"))
 r = subprocess.run([sys.executable, viz, fb_src, "-o", fb_src + ".html", "--pytorch", fb_pt], capture_output=True,
@@ -287,5 +299,19 @@ check(sum(b["size"] for b in fb_active) == fb_pool["stats"]["bytes_in_use"] and
       f"{fb_pool['stats']['bytes_in_use']})")
 check(any(seg["total_size"] == 3072 and len(seg["blocks"]) == 1 for seg in fb_segs),
       "the fallback is a segment of its own")
+# The trace agrees with the segments: the fallback's miss is a segment_alloc at its segment's
+# address before its alloc, as a bucket pool's miss is; the carved blocks' misses are none.
+# Before, a sub-allocating pool's trace had no segment_alloc at all.
+fb_trace = pickle.load(open(fb_pt, "rb"))["device_traces"][1]
+fb_seg = next((seg for seg in fb_segs if seg["total_size"] == 3072 and len(seg["blocks"]) == 1), None)
+seg_allocs = [(e["addr"], e["size"]) for e in fb_trace if e["action"] == "segment_alloc"]
+check(fb_seg is not None and seg_allocs == [(fb_seg["address"], 3072)],
+      f"the fallback's miss, and only it, is a segment_alloc at its segment ({seg_allocs})")
+fb_acts = [(e["action"], e["addr"]) for e in fb_trace]
+check(fb_seg is not None and ("segment_alloc", fb_seg["address"]) in fb_acts and
+      fb_acts.index(("segment_alloc", fb_seg["address"])) + 1 == fb_acts.index(("alloc", fb_seg["address"])),
+      "the segment_alloc comes right before the fallback's alloc")
+check(not any(e["action"] == "segment_free" for e in fb_trace),
+      "the evict of the carved block of the same id is no segment_free")
 
 sys.exit(1 if failures else 0)
