@@ -82,6 +82,7 @@ private:
 // (get_mapped_pinned_pool's pools do, unless release_pools is called).
 //
 // Copies share one arena (state); allocators compare equal when they share it.
+// A move copies, so a moved-from allocator (and container) still allocates.
 // A default-constructed allocator has none and throws usage_error on allocate.
 // allocate throws std::bad_array_new_length (n * sizeof(T) overflows), the
 // pool's size_error/out_of_memory, driver_error, or std::bad_alloc (mapping
@@ -102,6 +103,16 @@ public:
     explicit PinnedAllocator(MappedPinnedPool& pool) : arena_(std::make_shared<detail::pinned_arena>(pool)) {}
     template <class U>
     PinnedAllocator(const PinnedAllocator<U>& other) noexcept : arena_(other.arena_) {}
+    // A move copies: a moved-from allocator must stay equal to the new one
+    // (allocator requirements), and containers move theirs when moved.
+    PinnedAllocator(const PinnedAllocator&) noexcept = default;
+    PinnedAllocator(PinnedAllocator&& other) noexcept : arena_(other.arena_) {}
+    PinnedAllocator& operator=(const PinnedAllocator&) noexcept = default;
+    PinnedAllocator& operator=(PinnedAllocator&& other) noexcept {
+        arena_ = other.arena_;
+        return *this;
+    }
+    ~PinnedAllocator() = default;
 
     T* allocate(std::size_t n) {
         if (!arena_)
