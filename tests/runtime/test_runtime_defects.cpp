@@ -164,6 +164,47 @@ TEST_CASE("the Ctrl+C grace window of milliseconds::max() waits for a busy queue
     h.options.grace = std::chrono::milliseconds::max();
     CHECK(h.drain());
 }
+
+namespace {
+cl_uint drain_race_refs(cl_command_queue q) {
+    cl_uint n = 0;
+    REQUIRE(clGetCommandQueueInfo(q, CL_QUEUE_REFERENCE_COUNT, sizeof n, &n, nullptr) == CL_SUCCESS);
+    return n;
+}
+}  // namespace
+
+// Before: drain() copied the registered queues without retaining them, then waited on each in
+// turn. A program that answers the first Ctrl+C by releasing a context's pools (release_pools
+// forgets and releases its queues) and then its own queue freed a queue the watchdog was still
+// to wait on: the watchdog then enqueued a marker on a freed queue. Now drain holds a reference
+// on each queue it will wait on, and gives it back when done.
+TEST_CASE("the Ctrl+C watchdog's drain keeps a queue alive that release_pools forgets while it waits") {
+    BusyQueue busy(std::chrono::milliseconds(800));  // drain waits here first
+    auto& env = test::OpenCLEnv::get();
+    cl_device_id device = env.device();
+    cl_int err = CL_SUCCESS;
+    cl::Context other(clCreateContext(nullptr, 1, &device, nullptr, nullptr, &err), false);
+    REQUIRE(err == CL_SUCCESS);
+    cl::CommandQueue late(clCreateCommandQueue(other(), device, 0, &err), false);
+    REQUIRE(err == CL_SUCCESS);
+    auto& reg = detail::queue_registry::instance();
+    reg.add(busy.q());
+    reg.add(late());  // after the busy one: drain reaches it once the busy one is done
+    REQUIRE(drain_race_refs(late()) == 2);  // ours and the registry's
+
+    detail::interrupt_handler h;
+    h.options.grace = std::chrono::seconds(20);
+    bool drained = false;
+    std::thread watchdog([&] { drained = h.drain(); });
+    // Until drain holds its copy (a reference of its own, once fixed; a second at most, before).
+    for (int i = 0; i < 100 && drain_race_refs(late()) < 3; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    release_pools(other);  // forgets `late`, as a program cleaning up after Ctrl+C does
+    CHECK(drain_race_refs(late()) >= 2);  // ours and drain's: releasing ours now would not free it
+    watchdog.join();
+    CHECK(drained);
+    CHECK(drain_race_refs(late()) == 1);  // drain gave its reference back
+}
 #endif
 #endif  // CLPOOL_HAS_OPENCL
 

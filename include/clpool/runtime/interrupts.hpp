@@ -89,18 +89,22 @@ struct interrupt_handler {
         if (!qr) return true;
         std::vector<cl_command_queue> qs;
         try {
-            qs = qr->queues();
+            qs = qr->retained();  // the program may release a context's pools and queues meanwhile
         } catch (...) {
             return false;
         }
+        bool done = true;
         for (auto q : qs) {
             WaitOptions w;
             w.stop = &never;
             w.timeout = left.left();
-            if (finish_interruptible(q, w) != WaitStatus::complete) return false;
+            done = done && finish_interruptible(q, w) == WaitStatus::complete;
+            clReleaseCommandQueue(q);
         }
-#endif
+        return done;
+#else
         return true;
+#endif
     }
 
     // The watchdog: normal code, may call the driver.

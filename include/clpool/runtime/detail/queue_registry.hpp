@@ -143,6 +143,15 @@ public:
         return queues_;
     }
 
+    // A copy of the registered queues, each retained for the caller, who
+    // releases them: release_pools may forget one meanwhile. Throws bad_alloc.
+    std::vector<cl_command_queue> retained() const {
+        std::lock_guard lock(mutex_);
+        std::vector<cl_command_queue> qs = queues_;
+        for (auto q : qs) clRetainCommandQueue(q);
+        return qs;
+    }
+
     // The registry of this process if one was made, without making one.
     static queue_registry* existing() noexcept {
         queue_registry* r = current().load(std::memory_order_acquire);
@@ -157,17 +166,13 @@ private:
         return r;
     }
 
-    // The registered queues, each retained so it stays valid if forgotten meanwhile.
+    // As retained(), but none (nothing finished) where there is no room for the copy.
     std::vector<cl_command_queue> retained_copy() const noexcept {
-        std::vector<cl_command_queue> qs;
-        std::lock_guard lock(mutex_);
         try {
-            qs = queues_;
+            return retained();
         } catch (...) {
-            qs.clear();
+            return {};
         }
-        for (auto q : qs) clRetainCommandQueue(q);
-        return qs;
     }
 
     static cl_context context_of(cl_command_queue q) noexcept {
