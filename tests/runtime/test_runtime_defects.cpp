@@ -1,5 +1,6 @@
 // runtime/: settings parsed as documented whatever the program's locale or leading zeros, waits
-// whose budget is "as long as it takes", and SIGTERM in a fork child. Each case failed before its fix.
+// whose budget is "as long as it takes", the watchdog's queues, shutdown() out of host memory, and
+// SIGTERM in a fork child. Each case failed before its fix.
 #include <clpool/clpool.hpp>
 #include <clpool/devices/device_handle.hpp>
 #include <clpool/runtime/config.hpp>
@@ -7,6 +8,7 @@
 #include <clpool/runtime/shutdown.hpp>
 #include <clpool/runtime/waits.hpp>
 
+#include "alloc_counter.hpp"
 #include "sanitizers.hpp"
 
 #ifdef CLPOOL_HAS_OPENCL
@@ -204,6 +206,41 @@ TEST_CASE("the Ctrl+C watchdog's drain keeps a queue alive that release_pools fo
     watchdog.join();
     CHECK(drained);
     CHECK(drain_race_refs(late()) == 1);  // drain gave its reference back
+}
+#endif
+#endif  // CLPOOL_HAS_OPENCL
+
+#ifdef CLPOOL_HAS_OPENCL
+// --- shutdown.hpp: nothing registered, no room ------------------------------------------------------
+
+// Only where operator new is the tests' own, which can fail on demand (sanitizers.hpp); that is
+// never under TSan, which the fork case below avoids too.
+#if CLPOOL_TEST_COUNTS_NEW
+// Before: shutdown() and finish_registered_queues(), both noexcept, made this process's queue
+// registry when none existed yet (a fork child, or a program that never made a queue) with
+// operator new: out of host memory there, the bad_alloc left a noexcept function and
+// std::terminate ended the process. With no registry there is nothing to finish.
+TEST_CASE("shutdown() and finish_registered_queues() with no queue registry survive a failing allocation") {
+    (void)detail::birth_generation();  // the child is a generation of its own: no registry yet
+    const pid_t child = fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+        std::size_t failed = 1;
+        {
+            test::FailNthAllocation fail(1);  // this generation's first: its queue registry, before
+            failed = finish_registered_queues();
+        }
+        ShutdownReport r;
+        {
+            test::FailNthAllocation fail(1);
+            r = shutdown();
+        }
+        _exit(failed == 0 && r.queues == 0 && r.queues_failed == 0 && is_shut_down() ? 0 : 1);
+    }
+    int status = 0;
+    REQUIRE(waitpid(child, &status, 0) == child);
+    REQUIRE_MESSAGE(WIFEXITED(status), "the child died of signal ", WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+    CHECK(WEXITSTATUS(status) == 0);
 }
 #endif
 #endif  // CLPOOL_HAS_OPENCL

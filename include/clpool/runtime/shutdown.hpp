@@ -48,7 +48,10 @@ struct ShutdownReport {
 // path that skips atexit, e.g. _exit from a signal handler of your own).
 // Returns the number of queues that failed to finish. Never throws. Blocks
 // until the device is done; thread-safe.
-inline std::size_t finish_registered_queues() noexcept { return detail::queue_registry::instance().finish_all(); }
+inline std::size_t finish_registered_queues() noexcept {
+    auto* queues = detail::queue_registry::existing();  // none made: nothing registered (and no allocation)
+    return queues ? queues->finish_all() : 0;
+}
 
 // How long normal exit waits, in all, for the registered queues (default
 // 5000 ms, or CLPOOL_EXIT_WAIT_MS); a queue still busy then is left, and
@@ -71,11 +74,12 @@ inline ShutdownReport shutdown() noexcept {
     ShutdownReport r;
     detail::mark_shut_down();  // first: no pool caches a buffer from here on
 #ifdef CLPOOL_HAS_OPENCL
-    auto& queues = detail::queue_registry::instance();
-    try {
-        r.queues = queues.queues().size();
-    } catch (...) {}
-    r.queues_failed = queues.finish_all();
+    if (auto* queues = detail::queue_registry::existing()) {  // none made: nothing registered
+        try {
+            r.queues = queues->queues().size();
+        } catch (...) {}
+        r.queues_failed = queues->finish_all();
+    }
 #endif
     // Every registry made in this process (pools/registry.hpp,
     // pools/host_registry.hpp enrol themselves on first use).
