@@ -142,3 +142,20 @@ TEST_CASE("match_device: a selector that matches nothing names itself and lists 
     CHECK(error_of("gpu", {}).find("no OpenCL device found") != std::string::npos);
     CHECK(error_of("0", {}).find("out of range") != std::string::npos);
 }
+
+// Before: an index of more than 9 characters was not an index at all: "0000000002" (N with
+// leading zeros) and "0000000001:1" (P:D) fell through to TEXT and failed as a platform name
+// or an unknown prefix, and "99999999999" was reported as no platform having that word rather
+// than out of range. The grammar's N and P:D are any run of digits.
+TEST_CASE("match_device: N and P:D of more than 9 digits are indices, with leading zeros or out of range") {
+    const auto devs = two_platforms();
+    CHECK(error_of("0000000002", devs) == "no error");
+    if (error_of("0000000002", devs) == "no error") CHECK(match_device("0000000002", devs) == ocl(2));
+    CHECK(error_of("0000000001:0000000001", devs) == "no error");
+    if (error_of("0000000001:0000000001", devs) == "no error")
+        CHECK(match_device("0000000001:0000000001", devs) == ocl(2));
+    CHECK(error_of("99999999999", devs).find("CLPOOL_DEVICE='99999999999' is out of range: 3 OpenCL device(s)") !=
+          std::string::npos);
+    CHECK(error_of("99999999999999999999999", devs).find("is out of range") != std::string::npos);
+    CHECK(error_of("1:99999999999", devs).find("names no device (platform:device indices)") != std::string::npos);
+}

@@ -51,11 +51,13 @@ inline bool has_words(std::string_view hay, const std::vector<std::string>& need
     const auto words = words_of(hay);
     return !needle.empty() && std::search(words.begin(), words.end(), needle.begin(), needle.end()) != words.end();
 }
+// Any run of digits is an index, leading zeros and all; one too large for
+// size_t is SIZE_MAX, so it is reported as out of range, not as a name.
 inline std::optional<std::size_t> parse_index(std::string_view s) {
+    if (s.empty() || s.find_first_not_of("0123456789") != std::string_view::npos) return std::nullopt;
     std::size_t v = 0;
-    if (s.empty() || s.size() > 9) return std::nullopt;
-    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (ec != std::errc{} || p != s.data() + s.size()) return std::nullopt;
+    const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec == std::errc::result_out_of_range) return static_cast<std::size_t>(-1);
     return v;
 }
 
