@@ -66,7 +66,13 @@ inline std::optional<PoolStats> dropin_stats(const cl::Context& context, cl_mem_
 extern "C" {
 // As clCreateBuffer, through the pools.
 cl_mem clpool_create_buffer(cl_context context, cl_mem_flags flags, size_t size, void* host_ptr, cl_int* errcode_ret) {
-    if (cl_mem m = clpool::detail::dropin_pools::instance().create(context, flags, size, host_ptr)) {
+    cl_mem m = nullptr;
+    try {  // nothing may unwind into C: the first call allocates the pools' set (std::bad_alloc)
+        m = clpool::detail::dropin_pools::instance().create(context, flags, size, host_ptr);
+    } catch (...) {
+        m = nullptr;  // served unpooled, below
+    }
+    if (m) {
         if (errcode_ret) *errcode_ret = CL_SUCCESS;
         return m;
     }

@@ -10,7 +10,8 @@ extern "C" {
 
 /* As clCreateBuffer, but the memory comes from clpool's pool for (context, flags);
  * CL_MEM_USE_HOST_PTR, CL_MEM_COPY_HOST_PTR (write the data on your queue instead) and invalid
- * arguments go to the driver unchanged. Thread-safe.
+ * arguments go to the driver unchanged, and so does a call the pools cannot serve (out of host
+ * memory included): no C++ exception leaves it. Thread-safe.
  * Defined by the installed library (CMake: clpool::dropin_c or clpool::dropin_c_static),
  * or by one C++ file that includes <clpool/interop/dropin.hpp> after
  * #define CLPOOL_DROPIN_IMPLEMENTATION. */
