@@ -13,8 +13,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -54,13 +56,37 @@ inline void apply_sizes(::benchmark::internal::Benchmark* b, const std::vector<s
     for (std::size_t n : sizes) b->Arg(static_cast<std::int64_t>(n));
 }
 
+// Registration checks: a bad value is std::invalid_argument naming it and its
+// limit, here, instead of a division by zero or an assert once the runs start.
+[[noreturn]] inline void bad_option(const std::string& what) {
+    throw std::invalid_argument("clpool::benchmarks: " + what);
+}
+// hit/, miss/ and raw/ sizes: a run each, passed as Google Benchmark's int64 argument.
+inline void check_sizes(const std::vector<std::size_t>& sizes) {
+    if (sizes.empty()) bad_option("sizes is empty: at least 1 size is needed");
+    constexpr auto top = static_cast<std::size_t>(std::numeric_limits<std::int64_t>::max());
+    for (std::size_t n : sizes)
+        if (n > top) bad_option("sizes holds " + std::to_string(n) + ": the limit is " + std::to_string(top));
+}
+inline void check_mix(const std::vector<std::size_t>& mix) {
+    if (mix.empty()) bad_option("mix is empty: at least 1 size is needed");
+}
+inline void check_threads(int max_threads) {
+    if (max_threads < 1) bad_option("max_threads is " + std::to_string(max_threads) + ": at least 1 is needed");
+}
+inline void check_handles(std::size_t handles) {
+    if (handles == 0) bad_option("churn_handles is 0: at least 1 is needed");
+}
+
 }  // namespace detail
 
 // hit/<name>/<bytes>: allocate + release of a buffer the pool already caches
 // (a hit pair; time per iteration = ns per pair). Fails the run (SkipWithError)
-// if a timed allocation misses.
+// if a timed allocation misses. Throws std::invalid_argument if `sizes` is
+// empty or holds a size above INT64_MAX (Google Benchmark's argument).
 template <class P>
 void register_hit(const std::string& name, Factory<P> make, const std::vector<std::size_t>& sizes) {
+    detail::check_sizes(sizes);
     auto* b = ::benchmark::RegisterBenchmark(("hit/" + name).c_str(), [make](::benchmark::State& state) {
         const auto n = static_cast<std::size_t>(state.range(0));
         auto pool = make();
@@ -79,9 +105,10 @@ void register_hit(const std::string& name, Factory<P> make, const std::vector<st
 
 // miss/<name>/<bytes>: allocate from an empty pool (a miss: the backend
 // makes the buffer), release, trim (the backend frees it). What the pool adds
-// to raw/ is the difference.
+// to raw/ is the difference. Throws as register_hit.
 template <class P>
 void register_miss(const std::string& name, Factory<P> make, const std::vector<std::size_t>& sizes) {
+    detail::check_sizes(sizes);
     auto* b = ::benchmark::RegisterBenchmark(("miss/" + name).c_str(), [make](::benchmark::State& state) {
         const auto n = static_cast<std::size_t>(state.range(0));
         auto pool = make();
@@ -100,8 +127,10 @@ void register_miss(const std::string& name, Factory<P> make, const std::vector<s
 
 // raw/<name>/<bytes>: the pool's own backend making and freeing a buffer of
 // the pool's memory kind, with no pool: the raw-driver baseline for hit/ and miss/.
+// Throws as register_hit.
 template <class P>
 void register_raw(const std::string& name, Factory<P> make, const std::vector<std::size_t>& sizes) {
+    detail::check_sizes(sizes);
     auto* b = ::benchmark::RegisterBenchmark(("raw/" + name).c_str(), [make](::benchmark::State& state) {
         const auto n = static_cast<std::size_t>(state.range(0));
         auto pool = make();  // for its backend and memory kind only
@@ -124,9 +153,12 @@ void register_raw(const std::string& name, Factory<P> make, const std::vector<st
 // allocating the next size of the mix and releasing the handle it took 4
 // steps earlier. Counters: items_per_second (pairs per second, all threads),
 // ns_per_pair (each thread's wall time per pair, averaged), hit_rate.
+// Throws std::invalid_argument if `mix` is empty or max_threads is below 1.
 template <class P>
 void register_contention(const std::string& name, Factory<P> make, const std::vector<std::size_t>& mix,
                          int max_threads) {
+    detail::check_mix(mix);
+    detail::check_threads(max_threads);
     struct shared {
         std::unique_ptr<P> pool;
         std::unique_ptr<std::barrier<>> done;
@@ -159,17 +191,23 @@ void register_contention(const std::string& name, Factory<P> make, const std::ve
         }
     });
     const int top = detail::locks<P> ? max_threads : 1;
-    for (int t = 1; t <= top; t *= 2) b->Threads(t);
+    for (int t = 1;; t *= 2) {  // no t * 2 past INT_MAX
+        b->Threads(t);
+        if (t > top / 2) break;
+    }
     b->UseRealTime()->Unit(::benchmark::kNanosecond);
 }
 
 // churn/<name>: a working set of `handles` live buffers; each iteration
 // releases one at random and allocates a size drawn from the mix (seeded, so
 // every run asks the same sequence). Counters: hit_rate, held_bytes (bytes
-// held from the backend at the end, per the pool's stats).
+// held from the backend at the end, per the pool's stats). Throws
+// std::invalid_argument if `mix` is empty or `handles` is 0.
 template <class P>
 void register_churn(const std::string& name, Factory<P> make, const std::vector<std::size_t>& mix, std::size_t handles,
                     std::uint32_t seed) {
+    detail::check_mix(mix);
+    detail::check_handles(handles);
     auto* b = ::benchmark::RegisterBenchmark(
         ("churn/" + name).c_str(), [make, mix, handles, seed](::benchmark::State& state) {
             auto pool = make();
@@ -194,9 +232,16 @@ void register_churn(const std::string& name, Factory<P> make, const std::vector<
 //
 // then Google Benchmark's usual main (BENCHMARK_MAIN, or Initialize +
 // RunSpecifiedBenchmarks). `make` is called once per run. Not thread-safe:
-// call it before the benchmarks run, as with any registration.
+// call it before the benchmarks run, as with any registration. Options that a
+// chosen family cannot run with (empty sizes or mix, max_threads below 1,
+// churn_handles 0, a size above INT64_MAX) are std::invalid_argument naming
+// the field, and then nothing is registered.
 template <class P>
 void register_pool(const std::string& name, Factory<P> make, const Options& o = {}) {
+    if (o.hit || o.miss || o.raw) detail::check_sizes(o.sizes);
+    if (o.contention || o.churn) detail::check_mix(o.mix);
+    if (o.contention) detail::check_threads(o.max_threads);
+    if (o.churn) detail::check_handles(o.churn_handles);
     if (o.hit) register_hit<P>(name, make, o.sizes);
     if (o.miss) register_miss<P>(name, make, o.sizes);
     if (o.raw) register_raw<P>(name, make, o.sizes);
