@@ -65,6 +65,14 @@ void say(const std::string& line) {
     std::fflush(stdout);
 }
 
+// The Ctrl+C scenarios run as a program started from a terminal would: the
+// handler leaves a SIGINT or SIGTERM inherited as ignored alone, and a test
+// runner started in the background passes SIGINT on ignored.
+void default_interrupt_signals() {
+    std::signal(SIGINT, SIG_DFL);
+    std::signal(SIGTERM, SIG_DFL);
+}
+
 int shutdown_host() {
     auto& pool = clpool::get_host_buffer_pool();
     { auto cached = pool.allocate(1 << 20); }
@@ -186,6 +194,7 @@ int interrupt_idle() {
 #ifdef CLPOOL_HAS_INTERRUPT_HANDLER
     clpool::InterruptHandlerOptions o;
     o.grace = std::chrono::milliseconds(200);
+    default_interrupt_signals();
     say(std::string("installed: ") + (clpool::install_interrupt_handler(o) ? "1" : "0"));
     say(std::string("installed again: ") + (clpool::install_interrupt_handler(o) ? "1" : "0"));
     std::raise(SIGINT);
@@ -214,6 +223,7 @@ int interrupt_then_term() {
     if (sched_setaffinity(0, sizeof one, &one) != 0) say("sched_setaffinity failed");  // the watchdog inherits it
     clpool::InterruptHandlerOptions o;
     o.grace = std::chrono::milliseconds(200);
+    default_interrupt_signals();
     clpool::install_interrupt_handler(o);
     const pid_t self = gettid();
     DIR* tasks = opendir("/proc/self/task");
@@ -489,6 +499,7 @@ int interrupt_grace() {
     busy_queue busy(d);  // never opened: the device stays busy
     clpool::InterruptHandlerOptions o;
     o.grace = std::chrono::milliseconds(300);
+    default_interrupt_signals();
     clpool::install_interrupt_handler(o);
     std::raise(SIGINT);
     const auto s = clpool::finish_interruptible(d.queue());  // the flag is up: returns at once

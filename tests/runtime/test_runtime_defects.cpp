@@ -1,6 +1,6 @@
 // runtime/: settings parsed as documented whatever the program's locale or leading zeros, waits
 // whose budget is "as long as it takes", the watchdog's queues, shutdown() out of host memory, and
-// SIGTERM in a fork child. Each case failed before its fix.
+// SIGTERM in a fork child, signals inherited as ignored. Each case failed before its fix.
 #include <clpool/clpool.hpp>
 #include <clpool/devices/device_handle.hpp>
 #include <clpool/runtime/config.hpp>
@@ -277,5 +277,36 @@ TEST_CASE("a fork child of a process with the Ctrl+C handler still ends on SIGTE
     REQUIRE(waitpid(outer, &status, 0) == outer);
     REQUIRE(WIFEXITED(status));
     CHECK(WEXITSTATUS(status) == 0);  // 1: the grandchild ignored SIGTERM and ran to its end
+}
+#endif
+
+// --- interrupts.hpp: a signal inherited as ignored ------------------------------------------------
+
+#if defined(CLPOOL_HAS_INTERRUPT_HANDLER) && !CLPOOL_TEST_TSAN
+// Before: install_interrupt_handler replaced SIGINT and SIGTERM whatever their disposition, so a
+// background job of a non-interactive shell or a program under nohup, which inherits SIGINT as
+// ignored, saw interrupt_requested() on a Ctrl+C meant for the shell, and a second one ended it
+// with _exit(130).
+TEST_CASE("install_interrupt_handler leaves a SIGINT and SIGTERM the process inherited as ignored alone") {
+    const pid_t child = fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+        std::signal(SIGINT, SIG_IGN);
+        std::signal(SIGTERM, SIG_IGN);
+        install_interrupt_handler();
+        raise(SIGINT);
+        raise(SIGINT);  // a second one used to _exit(130)
+        raise(SIGTERM);
+        usleep(200 * 1000);  // the watchdog, had it been woken
+        if (interrupt_requested()) _exit(2);
+        struct sigaction now_int{}, now_term{};
+        sigaction(SIGINT, nullptr, &now_int);
+        sigaction(SIGTERM, nullptr, &now_term);
+        _exit(now_int.sa_handler == SIG_IGN && now_term.sa_handler == SIG_IGN ? 0 : 3);
+    }
+    int status = 0;
+    REQUIRE(waitpid(child, &status, 0) == child);
+    REQUIRE_MESSAGE(WIFEXITED(status), "the child died of signal ", WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+    CHECK(WEXITSTATUS(status) == 0);  // 130 or 2: a Ctrl+C reached the handler; 3: it replaced SIG_IGN
 }
 #endif

@@ -141,6 +141,8 @@ struct interrupt_handler {
 //    to finish, then the previous SIGTERM disposition runs.
 // Every signal is kept until the watchdog handles it: a SIGTERM right after
 // a SIGINT still ends the process (SIGTERM is handled first when both wait).
+// A signal the process inherited as ignored (SIG_IGN: a background job of a
+// non-interactive shell, nohup) is left ignored.
 // clpool installs nothing unless this is called. Returns false if a handler
 // was already installed (the first options stay). Throws std::system_error
 // if the watchdog thread cannot start. In a fork child the watchdog is
@@ -160,8 +162,14 @@ inline bool install_interrupt_handler(const InterruptHandlerOptions& options = {
     sa.sa_handler = &detail::interrupt_handler::on_signal;
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_RESTART;
-    sigaction(SIGINT, &sa, &h->previous_int);
-    if (options.handle_sigterm) sigaction(SIGTERM, &sa, &h->previous_term);
+    // A signal inherited as ignored (a background job, nohup) stays ignored,
+    // as shells and CPython do: whoever started us chose that.
+    const auto install_unless_ignored = [&sa](int sig, struct sigaction* previous) {
+        sigaction(sig, nullptr, previous);
+        if (previous->sa_handler != SIG_IGN) sigaction(sig, &sa, previous);
+    };
+    install_unless_ignored(SIGINT, &h->previous_int);
+    if (options.handle_sigterm) install_unless_ignored(SIGTERM, &h->previous_term);
     return true;
 }
 #endif
