@@ -4,10 +4,13 @@
 #include "opencl_env.hpp"
 
 #include <clpool/interop/pinned_allocator.hpp>
+#include <clpool/interop/transfer.hpp>
 
 #include <doctest/doctest.h>
 
+#include <string>
 #include <utility>
+#include <vector>
 
 using namespace clpool;
 using clpool::test::OpenCLEnv;
@@ -45,6 +48,33 @@ TEST_CASE("a moved-from PinnedAllocator, and a moved-from PinnedVector, still al
     CHECK(x[0] == 1);
     CHECK(v.back() == 2);
     CHECK(w.back() == 3);
+}
+
+// --- transfer.hpp ----------------------------------------------------------------------------------
+
+// Before: upload and download with a default-constructed (null) cl::Buffer or cl::CommandQueue
+// went to the driver, and the caller got "clGetMemObjectInfo failed with driver code -38" (or
+// the enqueue's), naming neither the argument nor the mistake; the Handle overloads already
+// refused an empty handle with a usage_error.
+TEST_CASE("upload and download refuse a null cl::Buffer or cl::CommandQueue with a usage_error naming it") {
+    auto& env = OpenCLEnv::get();
+    BufferPool device(env.context);
+    auto dev = device.allocate(64);
+    std::vector<unsigned char> host(64, 7);
+    const cl::Buffer null_buffer;
+    const cl::CommandQueue null_queue;
+    CHECK_THROWS_WITH_AS(upload(env.queue, null_buffer, 0, host.data(), 16),
+                         doctest::Contains("clpool: upload of 16 bytes at offset 0 into a null cl::Buffer"),
+                         usage_error);
+    CHECK_THROWS_WITH_AS(download(env.queue, host.data(), null_buffer, 4, 16),
+                         doctest::Contains("clpool: download of 16 bytes at offset 4 from a null cl::Buffer"),
+                         usage_error);
+    CHECK_THROWS_WITH_AS(upload(env.queue, null_buffer, 0, host.data(), 0), doctest::Contains("null cl::Buffer"),
+                         usage_error);
+    CHECK_THROWS_WITH_AS(upload(null_queue, dev.buffer(), 0, host.data(), 16),
+                         doctest::Contains("clpool: upload of 16 bytes on a null cl::CommandQueue"), usage_error);
+    CHECK_THROWS_WITH_AS(download(null_queue, host.data(), dev, 0, 16),
+                         doctest::Contains("clpool: download of 16 bytes on a null cl::CommandQueue"), usage_error);
 }
 
 #endif  // CLPOOL_HAS_OPENCL

@@ -61,6 +61,20 @@ inline std::size_t buffer_size(const cl::Buffer& b) {
     return n;
 }
 
+// Null OpenCL objects are the caller's mistake, not the driver's: say which one.
+inline void check_buffer(const cl::Buffer& b, const char* what, const char* into_or_from, std::size_t offset,
+                         std::size_t n) {
+    if (!b())
+        throw usage_error(std::string("clpool: ") + what + " of " + std::to_string(n) + " bytes at offset " +
+                          std::to_string(offset) + " " + into_or_from +
+                          " a null cl::Buffer (default-constructed or moved from)");
+}
+inline void check_queue(const cl::CommandQueue& q, const char* what, std::size_t n) {
+    if (!q())
+        throw usage_error(std::string("clpool: ") + what + " of " + std::to_string(n) +
+                          " bytes on a null cl::CommandQueue (default-constructed or moved from)");
+}
+
 inline void check_range(std::size_t offset, std::size_t n, std::size_t limit, const void* host) {
     if (n != 0 && host == nullptr)
         throw usage_error("clpool: transfer of " + std::to_string(n) +
@@ -372,7 +386,7 @@ inline cl::Event download_in_range(const cl::CommandQueue&, void*, const cl::Buf
 // if o.wait_for never completes, such a call never returns.
 //
 // Throws size_error (the range runs past dst), usage_error (null src, an
-// empty handle), config_error (bad options or CLPOOL_* value), driver_error, and the
+// empty handle, a null cl::Buffer or cl::CommandQueue), config_error (bad options or CLPOOL_* value), driver_error, and the
 // staging pool's out_of_memory. On a throw no staging buffer is handed out
 // again while a copy may still use it.
 // Cost: direct: one enqueue. Staged: per staging buffer a pool hit (no map or
@@ -382,6 +396,7 @@ inline cl::Event download_in_range(const cl::CommandQueue&, void*, const cl::Buf
 // Thread-safe as far as the queue is (OpenCL queues are).
 inline cl::Event upload(const cl::CommandQueue& queue, const cl::Buffer& dst, std::size_t dst_offset, const void* src,
                         std::size_t n, const TransferOptions& o = {}) {
+    detail::check_buffer(dst, "upload", "into", dst_offset, n);
     detail::check_range(dst_offset, n, detail::buffer_size(dst), src);
     return detail::upload_in_range(queue, dst, dst_offset, src, n, o);
 }
@@ -390,6 +405,7 @@ namespace detail {
 // upload() once the range is known to fit (a handle's range needs no driver query).
 inline cl::Event upload_in_range(const cl::CommandQueue& queue, const cl::Buffer& dst, std::size_t dst_offset,
                                  const void* src, std::size_t n, const TransferOptions& o) {
+    detail::check_queue(queue, "upload", n);
     detail::validate_options(o);
     const bool blocking = !o.async.value_or(config::async_h2d());
     if (n == 0) return detail::all_of(queue, o.wait_for);
@@ -421,6 +437,7 @@ inline cl::Event upload_in_range(const cl::CommandQueue& queue, const cl::Buffer
 // Throws as upload. Thread-safe as far as the queue is.
 inline cl::Event download(const cl::CommandQueue& queue, void* dst, const cl::Buffer& src, std::size_t src_offset,
                           std::size_t n, const TransferOptions& o = {}) {
+    detail::check_buffer(src, "download", "from", src_offset, n);
     detail::check_range(src_offset, n, detail::buffer_size(src), dst);
     return detail::download_in_range(queue, dst, src, src_offset, n, o);
 }
@@ -429,6 +446,7 @@ namespace detail {
 // download() once the range is known to fit.
 inline cl::Event download_in_range(const cl::CommandQueue& queue, void* dst, const cl::Buffer& src,
                                    std::size_t src_offset, std::size_t n, const TransferOptions& o) {
+    detail::check_queue(queue, "download", n);
     detail::validate_options(o);
     if (n == 0) return detail::all_of(queue, o.wait_for);
     if (MappedPinnedPool* pool = detail::staging_pool_for(queue, dst, n, o)) {
