@@ -1,6 +1,7 @@
 // runtime/: settings parsed as documented whatever the program's locale or leading zeros, waits
-// whose budget is "as long as it takes", the watchdog's queues, shutdown() out of host memory, and
-// SIGTERM in a fork child, signals inherited as ignored. Each case failed before its fix.
+// whose budget is "as long as it takes" or whose polls have no floor, the watchdog's queues,
+// shutdown() out of host memory, SIGTERM in a fork child, and signals inherited as ignored. Each
+// case failed before its fix.
 #include <clpool/clpool.hpp>
 #include <clpool/devices/device_handle.hpp>
 #include <clpool/runtime/config.hpp>
@@ -24,8 +25,10 @@
 #include <cstdlib>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 using namespace clpool;
@@ -208,6 +211,54 @@ TEST_CASE("the Ctrl+C watchdog's drain keeps a queue alive that release_pools fo
     CHECK(drain_race_refs(late()) == 1);  // drain gave its reference back
 }
 #endif
+
+// --- waits.hpp: WaitOptions at and below zero -------------------------------------------------------
+
+namespace {
+// CPU time this thread spent in `f` against the wall time it took.
+template <class F>
+std::pair<double, double> waits_cpu_and_wall_ms(F&& f) {
+    timespec c0{}, c1{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
+    const auto w0 = std::chrono::steady_clock::now();
+    f();
+    const auto w1 = std::chrono::steady_clock::now();
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
+    const double cpu = (c1.tv_sec - c0.tv_sec) * 1e3 + (c1.tv_nsec - c0.tv_nsec) / 1e6;
+    return {cpu, std::chrono::duration<double, std::milli>(w1 - w0).count()};
+}
+}  // namespace
+
+// Before: the sleep between polls was min(twice the last, max_poll), so a max_poll of zero or
+// less made every sleep after the first zero or negative, and sleep_for returned at once: the
+// waiting thread spun on clGetEventInfo at 100 % of a core for the whole wait.
+TEST_CASE("a WaitOptions::max_poll of zero or less still sleeps between polls instead of spinning") {
+    auto& env = test::OpenCLEnv::get();
+    cl_int err = CL_SUCCESS;
+    cl_event never = clCreateUserEvent(env.context(), &err);
+    REQUIRE(err == CL_SUCCESS);
+    const std::atomic<bool> no_stop{false};
+    for (const auto max_poll : {std::chrono::microseconds(0), std::chrono::microseconds(-5)}) {
+        CAPTURE(max_poll.count());
+        WaitOptions o;
+        o.stop = &no_stop;
+        o.timeout = std::chrono::milliseconds(300);
+        o.max_poll = max_poll;
+        WaitStatus s = WaitStatus::failed;
+        const auto [cpu_ms, wall_ms] = waits_cpu_and_wall_ms([&] { s = wait_interruptible(never, o); });
+        CHECK(s == WaitStatus::timed_out);
+        CHECK(wall_ms >= 290);
+        CHECK(cpu_ms < wall_ms / 2);  // a spinning wait burns about all of it
+    }
+    // A timeout of zero or less is already over: one poll, then timed_out.
+    WaitOptions o;
+    o.stop = &no_stop;
+    o.timeout = std::chrono::milliseconds(-1);
+    CHECK(wait_interruptible(never, o) == WaitStatus::timed_out);
+    clSetUserEventStatus(never, CL_COMPLETE);
+    CHECK(wait_interruptible(never, o) == WaitStatus::complete);  // complete wins over the timeout
+    clReleaseEvent(never);
+}
 #endif  // CLPOOL_HAS_OPENCL
 
 #ifdef CLPOOL_HAS_OPENCL

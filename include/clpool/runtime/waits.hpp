@@ -56,8 +56,10 @@ private:
 struct WaitOptions {
     // Checked between polls; nullptr: clpool's flag (interrupt_requested()).
     const std::atomic<bool>* stop = nullptr;
+    // Zero or less: poll once, then timed_out (unless already complete).
     std::chrono::nanoseconds timeout = std::chrono::nanoseconds::max();
     // The longest sleep between two polls (they start at 20 us and double).
+    // Zero or less counts as 1 us: a wait always sleeps between polls.
     std::chrono::microseconds max_poll = std::chrono::milliseconds(2);
 };
 
@@ -68,6 +70,7 @@ inline WaitStatus wait_interruptible(cl_event event, const WaitOptions& options 
     using clock = std::chrono::steady_clock;
     const auto start = clock::now();
     const std::atomic<bool>& stop = options.stop ? *options.stop : detail::interrupt_flag;
+    const auto max_poll = std::max(options.max_poll, std::chrono::microseconds(1));  // never a busy loop
     auto sleep = std::chrono::microseconds(20);
     for (;;) {
         cl_int status = CL_QUEUED;
@@ -80,7 +83,7 @@ inline WaitStatus wait_interruptible(cl_event event, const WaitOptions& options 
         if (options.timeout != std::chrono::nanoseconds::max() && elapsed >= options.timeout)
             return WaitStatus::timed_out;
         std::this_thread::sleep_for(sleep);
-        sleep = std::min<std::chrono::microseconds>(sleep * 2, options.max_poll);
+        sleep = std::min<std::chrono::microseconds>(sleep * 2, max_poll);
     }
 }
 
