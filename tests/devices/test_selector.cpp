@@ -128,6 +128,24 @@ TEST_CASE("match_device: an empty selector is an error, as an empty CLPOOL_DEVIC
     }
 }
 
+// Before: CLPOOL_DEVICE="  gpu " was trimmed (config::parse_device_spec) but select_device(" gpu")
+// and a tool's --device " gpu" were not: " gpu" was no type word, so it was read as a platform
+// name and refused ("no platform name or vendor has the whole words 'gpu'"), " 1" was no index,
+// and "host " matched nothing.
+TEST_CASE("match_device: spaces and tabs around a selector are trimmed, as CLPOOL_DEVICE's are") {
+    const auto devs = two_platforms();
+    CHECK(match_device(" gpu", devs) == ocl(1));
+    CHECK(match_device("cpu\t", devs) == ocl(0));
+    CHECK(match_device(" auto ", devs) == ocl(1));
+    CHECK(match_device("host ", devs) == host_match);
+    CHECK(match_device(" 2", devs) == ocl(2));
+    CHECK(match_device("\t1:1 ", devs) == ocl(2));
+    CHECK(match_device(" device:rtx 4090 ", devs) == ocl(2));
+    CHECK(match_device(" pocl", devs) == ocl(0));
+    // The error still quotes the selector as given.
+    CHECK(error_of(" 7 ", devs).find("CLPOOL_DEVICE=' 7 ' is out of range") != std::string::npos);
+}
+
 TEST_CASE("match_device: a selector that matches nothing names itself and lists every device") {
     const auto devs = two_platforms();
     for (const char* bad : {"accelerator", "3", "0:1", "2:0", "platform:amd", "device:mi300", "amd", "rtx",

@@ -98,12 +98,18 @@ inline std::string list_for_error(std::span<const DeviceDescription> devices) {
 // TEXT matches whole words, case-insensitively: a word is a run of letters and
 // digits (detail::words_of), and TEXT's words must appear in a row, so "x" does
 // not match "avx512", nor "amd" a platform that only runs on an AMD CPU.
+// Spaces and tabs around the selector are ignored, as in CLPOOL_DEVICE.
 // `source` names where the selector came from, for the message. Throws
 // config_error naming the selector and listing every device if it is empty
 // or matches nothing. Pure: touches no driver. Thread-safe.
 inline DeviceMatch match_device(std::string_view selector, std::span<const DeviceDescription> devices,
                                 std::string_view source = "device selector") {
-    const std::string spec = detail::lower(selector);
+    // Trimmed as CLPOOL_DEVICE is (config::parse_device_spec), whoever passes it.
+    const auto first = selector.find_first_not_of(" \t");
+    const auto trimmed = first == std::string_view::npos
+                             ? std::string_view{}
+                             : selector.substr(first, selector.find_last_not_of(" \t") - first + 1);
+    const std::string spec = detail::lower(trimmed);
     auto fail = [&](const std::string& why) -> DeviceMatch {
         throw config_error("clpool: " + std::string(source) + "='" + std::string(selector) + "' " + why +
                            ". Devices:" + detail::list_for_error(devices) +
@@ -123,7 +129,7 @@ inline DeviceMatch match_device(std::string_view selector, std::span<const Devic
         return std::nullopt;
     };
 
-    if (spec.find_first_not_of(" \t") == std::string::npos) return fail("is empty");
+    if (spec.empty()) return fail("is empty");
 
     if (spec == "host") return {BackendKind::host, 0};
     if (spec == "auto") {
@@ -172,7 +178,7 @@ inline DeviceMatch match_device(std::string_view selector, std::span<const Devic
     std::string why = "matches no device: no platform name or vendor has the whole words '" + detail::join(words) +
                       "' (a plain TEXT names a platform)";
     if (auto i = by_name(words))
-        why += "; device:" + std::string(selector) + " selects device " + std::to_string(*i) + " by its name";
+        why += "; device:" + std::string(trimmed) + " selects device " + std::to_string(*i) + " by its name";
     return fail(why);
 }
 
