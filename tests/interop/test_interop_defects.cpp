@@ -8,6 +8,7 @@
 
 #include <doctest/doctest.h>
 
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -48,6 +49,39 @@ TEST_CASE("a moved-from PinnedAllocator, and a moved-from PinnedVector, still al
     CHECK(x[0] == 1);
     CHECK(v.back() == 2);
     CHECK(w.back() == 3);
+}
+
+namespace {
+struct alignas(4194304) pinned_over_aligned {  // 4 MiB: beyond any driver's mapping we know
+    char c;
+};
+}  // namespace
+
+// Before: a T aligned beyond the driver's mapping of the pinned buffer (PoCL's: 128 or 1024 bytes,
+// so alignas(4096) is enough) got a bare std::bad_alloc, whose what() says "std::bad_alloc":
+// neither the alignment asked for nor the one the mapping had.
+TEST_CASE("PinnedAllocator: a T aligned beyond the mapping is a size_error naming both alignments") {
+    auto& env = OpenCLEnv::get();
+    MappedPinnedPool pool(env.context);
+    PinnedAllocator<pinned_over_aligned> a(pool);
+    constexpr std::size_t asked = alignof(pinned_over_aligned);
+    try {
+        pinned_over_aligned* p = a.allocate(1);
+        // A driver that maps this aligned serves it, aligned.
+        CHECK(reinterpret_cast<std::uintptr_t>(p) % asked == 0);
+        a.deallocate(p, 1);
+    } catch (const size_error& e) {
+        const std::string what = e.what();
+        CAPTURE(what);
+        CHECK(e.requested() == asked);
+        CHECK(e.limit() < asked);
+        CHECK(e.limit() > 0);
+        CHECK(what.find("aligned to " + std::to_string(asked)) != std::string::npos);
+        CHECK(what.find("(limit " + std::to_string(e.limit()) + " bytes)") != std::string::npos);
+    } catch (const std::exception& e) {
+        FAIL_CHECK("expected size_error, got: ", std::string(e.what()));
+    }
+    CHECK(pool.stats().bytes_in_use == 0);  // the buffer went back to the pool
 }
 
 // --- transfer.hpp ----------------------------------------------------------------------------------

@@ -36,8 +36,15 @@ public:
     void* allocate(std::size_t bytes, std::size_t align) {
         auto h = pool_->allocate(bytes);
         void* p = h.buffer().host();
-        if (reinterpret_cast<std::uintptr_t>(p) % align != 0)
-            throw std::bad_alloc();  // the driver's mapping is less aligned than T needs (h goes back)
+        const auto addr = reinterpret_cast<std::uintptr_t>(p);
+        if (addr % align != 0) {  // the driver's mapping is less aligned than T needs (h goes back)
+            const std::size_t had = addr & (~addr + 1);  // the largest power of two dividing addr
+            throw size_error("clpool: PinnedAllocator cannot allocate " + std::to_string(bytes) + " bytes aligned to " +
+                                 std::to_string(align) +
+                                 ": the driver mapped the pinned buffer at an address aligned to " +
+                                 std::to_string(had) + " bytes (limit " + std::to_string(had) + " bytes)",
+                             align, had);
+        }
         std::lock_guard lock(mutex_);
         live_.emplace(p, std::move(h));  // on a throw h is still ours and goes back
         return p;
@@ -85,8 +92,10 @@ private:
 // A move copies, so a moved-from allocator (and container) still allocates.
 // A default-constructed allocator has none and throws usage_error on allocate.
 // allocate throws std::bad_array_new_length (n * sizeof(T) overflows), the
-// pool's size_error/out_of_memory, driver_error, or std::bad_alloc (mapping
-// less aligned than T). deallocate never throws. Thread-safe.
+// pool's size_error/out_of_memory, driver_error, or size_error when the
+// mapping is less aligned than T (requested() is alignof(T), limit() the
+// alignment the mapping had; PoCL's can be as little as 128). deallocate never
+// throws. Thread-safe.
 // Cost: a pool hit plus a hash-map insert (a miss: creating and mapping a
 // pinned buffer, milliseconds on a GPU driver).
 template <class T>
