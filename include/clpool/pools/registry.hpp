@@ -70,7 +70,9 @@ public:
                      .first;
         auto& slot = it->second;
         // The queue is finished at exit and by shutdown(); registered once.
-        if (seen_queues_.insert(queue()).second) queue_registry::instance().add(queue());
+        // Seen only once registered: a registration that found no host
+        // memory is tried again by the next get with this queue.
+        if (!seen_queues_.contains(queue()) && queue_registry::instance().add(queue())) seen_queues_.insert(queue());
         return *slot;
     }
 

@@ -53,9 +53,10 @@ public:
 
     // Registers q (retaining it) unless it is already registered. The first
     // registration in a process registers the exit handler. Never throws: a
-    // queue that cannot be recorded (out of host memory) is not finished at exit.
-    void add(cl_command_queue q) noexcept {
-        if (!q) return;
+    // queue that cannot be recorded (out of host memory) is not finished at
+    // exit. Returns whether q is registered now.
+    bool add(cl_command_queue q) noexcept {
+        if (!q) return false;
         // Registered after the first OpenCL call (a queue exists, so the ICD
         // loader and the driver are loaded and initialised): exit() runs
         // atexit handlers in reverse order of registration, so this one runs
@@ -65,13 +66,14 @@ public:
         static const bool registered = std::atexit(&finish_at_exit) == 0;
         (void)registered;
         std::lock_guard lock(mutex_);
-        if (std::find(queues_.begin(), queues_.end(), q) != queues_.end()) return;
+        if (std::find(queues_.begin(), queues_.end(), q) != queues_.end()) return true;
         try {
             queues_.push_back(q);
         } catch (...) {
-            return;
+            return false;
         }
         clRetainCommandQueue(q);
+        return true;
     }
 
     // Releases the registered queues of ctx (their context is going away).
