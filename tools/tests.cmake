@@ -76,6 +76,9 @@ clpool_tool_test(info.host COMMAND ${info} --device host --size 256KiB --reps 3
   STDOUT "chosen: host backend" "BufferPool hit" "recommended: clpool::host::BufferPool"
   "BufferPool: hits=[1-9]")
 clpool_tool_test(info.env_host ENV CLPOOL_DEVICE=host COMMAND ${info} --list STDOUT "chosen: host backend")
+# "host" in any case or spacing is the host backend as asked, not one chosen for want of a device.
+clpool_tool_test(info.host_any_case COMMAND ${info} --device " HOST" --list
+  STDOUT "chosen: host backend \\(--device ' HOST'\\)\n")
 # Set but blank: the library's config_error, as for every clpool program (the tools took it as auto).
 clpool_tool_test(info.blank_env_device RC 2 ENV CLPOOL_DEVICE= COMMAND ${info} --list
   STDERR "CLPOOL_DEVICE='' is empty")

@@ -87,7 +87,8 @@ inline DeviceChoice choose_device(const DeviceSpec& spec, const std::vector<Devi
     DeviceChoice c;
     c.why = spec.source + " '" + spec.selector + "'";
     if (m.backend == BackendKind::host) {
-        if (spec.selector != "host") c.why += ": no OpenCL device found, the host backend";
+        // "auto" with no device; not "host" as asked, in whatever case or spacing.
+        if (described.empty()) c.why += ": no OpenCL device found, the host backend";
         return c;
     }
     for (const auto& d : devices)
