@@ -37,10 +37,11 @@ void* _Znwm(size_t n) {
 }
 
 int main(void) {
+    cl_platform_id plat = NULL;
     cl_device_id dev = NULL;
     cl_context ctx = NULL;
     cl_command_queue q = NULL;
-    if (open_device(&dev, &ctx, &q)) return 1;
+    if (open_first_device(&plat, &dev, &ctx, &q)) return 1;
 
     /* The very first call, its first allocation failing. */
     cl_int err = 1;

@@ -15,10 +15,11 @@ int main(int argc, char** argv) {
         fprintf(stderr, "usage: dropin_c_unload path/to/libclpool_dropin.so\n");
         return 2;
     }
+    cl_platform_id plat = NULL;
     cl_device_id dev = NULL;
     cl_context ctx = NULL;
     cl_command_queue q = NULL;
-    if (open_device(&dev, &ctx, &q)) return 1;
+    if (open_first_device(&plat, &dev, &ctx, &q)) return 1;
 
     void* lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
     if (!lib) {

@@ -1,5 +1,5 @@
-/* What the interposer's C test programs share: CHECK and OK, which count failures and go on,
- * and the interposer's counters, found when CLPOOL_INTERPOSER names the library. */
+/* What the interposer's C test programs share: tests/c_test.h's CHECK, OK and device, and the
+ * interposer's counters, found when CLPOOL_INTERPOSER names the library. */
 #ifndef CLPOOL_INTERPOSE_TEST_H
 #define CLPOOL_INTERPOSE_TEST_H
 
@@ -9,16 +9,7 @@
 #include <string.h>
 
 #include "../clpool_interpose.h"
-
-static int failures = 0;
-#define CHECK(cond)                                                                  \
-    do {                                                                             \
-        if (!(cond)) {                                                               \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-            ++failures;                                                              \
-        }                                                                            \
-    } while (0)
-#define OK(call) CHECK((call) == CL_SUCCESS)
+#include "../../../tests/c_test.h"
 
 /* NULL when the program runs without the interposer. */
 static clpool_interpose_get_counters_fn get_counters = NULL;
@@ -44,30 +35,11 @@ static inline clpool_interpose_counters counters(void) {
     return c;
 }
 
-/* The first device of the first platform, then find_interposer(), then a context and an
- * in-order queue on that device. 0 on success; else 1, with the reason on stderr. */
+/* open_first_device(), then find_interposer() (the platform call has loaded a layer by then).
+ * 0 on success; else 1, with the reason on stderr. */
 static inline int open_device(cl_platform_id* plat, cl_device_id* dev, cl_context* ctx, cl_command_queue* q) {
-    cl_uint n = 0;
-    if (clGetPlatformIDs(1, plat, &n) != CL_SUCCESS || n == 0) {
-        fprintf(stderr, "no OpenCL platform (install pocl-opencl-icd)\n");
-        return 1;
-    }
-    if (clGetDeviceIDs(*plat, CL_DEVICE_TYPE_ALL, 1, dev, &n) != CL_SUCCESS || n == 0) {
-        fprintf(stderr, "no OpenCL device\n");
-        return 1;
-    }
-    if (find_interposer()) return 1;
-    cl_int err = CL_SUCCESS;
-    *ctx = clCreateContext(NULL, 1, dev, NULL, NULL, &err);
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wdeprecated-declarations" /* the 1.2 call: every ICD has it */
-    if (err == CL_SUCCESS) *q = clCreateCommandQueue(*ctx, *dev, 0, &err);
-#pragma GCC diagnostic pop
-    if (err != CL_SUCCESS) {
-        fprintf(stderr, "cannot create a context and queue: %d\n", err);
-        return 1;
-    }
-    return 0;
+    if (open_first_device(plat, dev, ctx, q)) return 1;
+    return find_interposer();
 }
 
 #endif
