@@ -4,7 +4,7 @@
 
 #include <clpool/backends/detail/pinned_ranges.hpp>
 #include <clpool/backends/opencl.hpp>
-#include <clpool/core/detail/fork_locks.hpp>
+#include <clpool/platform/fork_locks.hpp>
 #include <clpool/interop/detail/dropin_pools.hpp>
 #include <clpool/interop/detail/parallel_copy.hpp>
 

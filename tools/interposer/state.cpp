@@ -2,7 +2,7 @@
 #include "state.hpp"
 #include "next.hpp"
 
-#include <clpool/core/detail/fork_locks.hpp>
+#include <clpool/platform/fork_locks.hpp>
 
 #include <algorithm>
 #include <cerrno>

@@ -5,7 +5,7 @@
 #include <clpool/backends/mapped_buffer.hpp>
 #include <clpool/backends/opencl.hpp>
 #include <clpool/backends/detail/pinned_ranges.hpp>
-#include <clpool/core/detail/release_in_place.hpp>
+#include <clpool/platform/release_in_place.hpp>
 
 #include <algorithm>
 #include <cstddef>

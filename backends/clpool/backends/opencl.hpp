@@ -31,8 +31,8 @@
 
 #include <clpool/core/backend.hpp>
 #include <clpool/core/errors.hpp>
-#include <clpool/core/detail/fork_locks.hpp>
-#include <clpool/core/detail/process_state.hpp>
+#include <clpool/platform/fork_locks.hpp>
+#include <clpool/platform/process_state.hpp>
 
 #include <algorithm>
 #include <cstddef>

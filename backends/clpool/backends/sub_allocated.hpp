@@ -7,8 +7,8 @@
 #include <clpool/core/memory_kind.hpp>
 #include <clpool/core/snapshot.hpp>
 #include <clpool/core/stats.hpp>
-#include <clpool/core/detail/process_state.hpp>
-#include <clpool/core/detail/release_in_place.hpp>
+#include <clpool/platform/process_state.hpp>
+#include <clpool/platform/release_in_place.hpp>
 
 #include <algorithm>
 #include <array>

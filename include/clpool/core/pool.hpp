@@ -12,7 +12,7 @@
 #include <clpool/core/snapshot.hpp>
 #include <clpool/core/stats.hpp>
 #include <clpool/core/detail/pool_teardown.hpp>
-#include <clpool/core/detail/process_state.hpp>
+#include <clpool/core/detail/refuse_work.hpp>
 #include <clpool/core/policy_concepts.hpp>
 
 #include <algorithm>

@@ -7,7 +7,7 @@
 #include <clpool/core/detail/history_ring.hpp>
 #include <clpool/core/detail/pool_counters.hpp>
 #include <clpool/core/detail/pool_teardown.hpp>
-#include <clpool/core/detail/process_state.hpp>
+#include <clpool/platform/process_state.hpp>
 #include <clpool/core/policy_concepts.hpp>
 #include <clpool/core/snapshot.hpp>
 #include <clpool/core/stats.hpp>

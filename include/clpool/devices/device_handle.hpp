@@ -3,7 +3,7 @@
 
 #include <clpool/core/errors.hpp>
 #include <clpool/core/has_opencl.hpp>
-#include <clpool/core/detail/process_state.hpp>
+#include <clpool/platform/process_state.hpp>
 #include <clpool/devices/device_description.hpp>
 #include <clpool/devices/device_list.hpp>
 #include <clpool/devices/selector.hpp>

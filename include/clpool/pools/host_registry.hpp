@@ -4,7 +4,7 @@
 #include <clpool/pools/aliases.hpp>
 #include <clpool/core/errors.hpp>
 #include <clpool/core/snapshot.hpp>
-#include <clpool/core/detail/process_state.hpp>
+#include <clpool/platform/process_state.hpp>
 #include <clpool/runtime/detail/registry_list.hpp>
 
 #include <atomic>

@@ -3,7 +3,7 @@
 
 #include <clpool/pools/opencl_pools.hpp>
 #include <clpool/core/snapshot.hpp>
-#include <clpool/core/detail/process_state.hpp>
+#include <clpool/platform/process_state.hpp>
 #include <clpool/runtime/detail/queue_registry.hpp>
 #include <clpool/runtime/detail/registry_list.hpp>
 

@@ -2,7 +2,7 @@
 #pragma once
 
 #include <clpool/core/has_opencl.hpp>
-#include <clpool/core/detail/process_state.hpp>
+#include <clpool/platform/process_state.hpp>
 #include <clpool/runtime/detail/registry_list.hpp>
 
 #ifdef CLPOOL_HAS_OPENCL

@@ -1,7 +1,7 @@
 // ShapeMirror: an interned shape's canonical buffer on an OpenCL device, from a clpool pool, uploaded once.
 #pragma once
 
-#include <clpool/core/detail/process_state.hpp>
+#include <clpool/platform/process_state.hpp>
 #include <clpool/core/errors.hpp>
 #include <clpool/pools/opencl_pools.hpp>
 #include <clpool/shapes/shape.hpp>

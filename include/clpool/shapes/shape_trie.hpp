@@ -80,7 +80,7 @@ public:
 
     // The process-wide trie (default stripes). Never destroyed, so handles
     // held by static objects may be released at exit. Its stripe locks are
-    // taken around fork() (core/detail/fork_locks.hpp), so a fork child never
+    // taken around fork() (platform/fork_locks.hpp), so a fork child never
     // starts with one held by a thread it does not have.
     static ShapeTrie& global() {
         static auto* t = [] {

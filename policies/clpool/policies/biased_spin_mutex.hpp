@@ -1,7 +1,7 @@
 // BiasedSpinMutex: a SpinMutex that the one thread using it takes with plain stores, until a second thread comes.
 #pragma once
 
-#include <clpool/core/detail/asymmetric_fence.hpp>
+#include <clpool/platform/asymmetric_fence.hpp>
 #include <clpool/policies/detail/owner_presence.hpp>
 #include <clpool/policies/spin_mutex.hpp>
 

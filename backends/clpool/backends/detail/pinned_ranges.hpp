@@ -1,7 +1,7 @@
 // pinned_ranges: the host address ranges clpool has mapped from pinned buffers, for "is this pointer pinned?".
 #pragma once
 
-#include <clpool/core/detail/fork_locks.hpp>
+#include <clpool/platform/fork_locks.hpp>
 
 #include <cstddef>
 #include <cstdint>

@@ -1,7 +1,7 @@
 // history_clock: the history's time stamps (a steady clock one ticker thread keeps to the millisecond) and per-thread order stamps.
 #pragma once
 
-#include <clpool/core/detail/process_state.hpp>
+#include <clpool/platform/process_state.hpp>
 #include <clpool/core/snapshot.hpp>
 
 #include <atomic>

@@ -1,8 +1,8 @@
 // pool_teardown: how a handle's release and its pool's destructor agree on who owns a block in use.
 #pragma once
 
-#include <clpool/core/detail/asymmetric_fence.hpp>
-#include <clpool/core/detail/fork_locks.hpp>
+#include <clpool/platform/asymmetric_fence.hpp>
+#include <clpool/platform/fork_locks.hpp>
 
 #include <mutex>
 

@@ -1,7 +1,7 @@
 // The drop-in buffer's pools: one per (context, flags), never destroyed, handing out sub-buffers.
 #pragma once
 
-#include <clpool/core/detail/fork_locks.hpp>
+#include <clpool/platform/fork_locks.hpp>
 #include <clpool/interop/detail/poolable.hpp>
 #include <clpool/pools/opencl_pools.hpp>
 

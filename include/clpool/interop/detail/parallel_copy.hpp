@@ -1,7 +1,7 @@
 // parallel_copy: memcpy shared out over a few worker threads, for filling and draining staging buffers.
 #pragma once
 
-#include <clpool/core/detail/fork_locks.hpp>
+#include <clpool/platform/fork_locks.hpp>
 
 #include <algorithm>
 #include <atomic>

@@ -2,7 +2,7 @@
 #pragma once
 
 #include <clpool/backends/opencl.hpp>
-#include <clpool/core/detail/process_state.hpp>
+#include <clpool/platform/process_state.hpp>
 #include <clpool/runtime/config.hpp>
 #include <clpool/runtime/waits.hpp>
 

@@ -1,7 +1,7 @@
 // The list of process-wide pool registries that shutdown() and release_pools() walk, without naming them.
 #pragma once
 
-#include <clpool/core/detail/process_state.hpp>
+#include <clpool/platform/process_state.hpp>
 
 #include <atomic>
 #include <cstddef>

@@ -8,8 +8,8 @@
 #include <mutex>
 #include <new>
 
-#include <clpool/core/detail/asymmetric_fence.hpp>
-#include <clpool/core/detail/fork_locks.hpp>
+#include <clpool/platform/asymmetric_fence.hpp>
+#include <clpool/platform/fork_locks.hpp>
 
 // ThreadSanitizer does not model the asymmetric fence: there pins are seq_cst.
 #define CLPOOL_EPOCH_TSAN CLPOOL_ASYMMETRIC_FENCE_TSAN

@@ -2,7 +2,7 @@
 #pragma once
 
 #include <clpool/core/detail/history_ring.hpp>
-#include <clpool/core/detail/process_state.hpp>
+#include <clpool/platform/process_state.hpp>
 #include <clpool/policies/detail/biased_lock.hpp>
 
 #include <algorithm>

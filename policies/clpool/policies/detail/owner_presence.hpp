@@ -1,7 +1,7 @@
 // owner_presence: the owner's side of a lock it takes with plain stores; another thread waits it out with a barrier.
 #pragma once
 
-#include <clpool/core/detail/asymmetric_fence.hpp>
+#include <clpool/platform/asymmetric_fence.hpp>
 
 #include <atomic>
 #include <chrono>

@@ -29,7 +29,7 @@ enum class fork_rank : int {
     pinned_ranges = 50,     // backends: a map of host ranges, leaf
     pool_teardown = 55,     // core: held while a pool's destructor orphans its blocks (takes stripe locks)
     epoch = 60,             // shapes: the reclaim mutex
-    asymmetric_fence = 70,  // core: the heavy side's mutex, leaf
+    asymmetric_fence = 70,  // platform: the heavy side's mutex, leaf
 };
 
 struct fork_hooks {

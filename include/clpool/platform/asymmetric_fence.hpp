@@ -1,7 +1,7 @@
 // asymmetric_fence: a Dekker handshake whose frequent side pays a compiler barrier and whose rare side pays a system call.
 #pragma once
 
-#include <clpool/core/detail/fork_locks.hpp>
+#include <clpool/platform/fork_locks.hpp>
 
 #include <atomic>
 #include <cstddef>

@@ -1,8 +1,6 @@
 // Process-wide state the pools consult: the fork generation and whether clpool::shutdown() ran.
 #pragma once
 
-#include <clpool/core/errors.hpp>
-
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
@@ -69,18 +67,19 @@ inline std::uint32_t birth_generation() noexcept {
     return fork_generation();
 }
 
-// Why a pool of `generation` refuses work: the clear error for the caller.
-[[noreturn]] inline void refuse_work(std::uint32_t generation, std::string_view pool_name) {
+// Why a pool of `generation` refuses work, as the message of the caller's
+// error (core throws it as usage_error: the platform layer knows no clpool type).
+inline std::string refusal_message(std::uint32_t generation, std::string_view pool_name) {
     if (!same_process(generation))
-        throw usage_error("clpool: this " + std::string(pool_name) +
-                          " pool was created before fork() in the parent process; a child process must "
-                          "create its own pools (get_buffer_pool and select_device give fresh ones in the child)");
+        return "clpool: this " + std::string(pool_name) +
+               " pool was created before fork() in the parent process; a child process must "
+               "create its own pools (get_buffer_pool and select_device give fresh ones in the child)";
     if (exiting())
-        throw usage_error("clpool: " + std::string(pool_name) +
-                          " pool used after clpool's exit handler ran; no pool accepts work while the process "
-                          "exits (the driver may already be gone)");
-    throw usage_error("clpool: " + std::string(pool_name) +
-                      " pool used after clpool::shutdown(); no pool accepts work once shutdown() has run");
+        return "clpool: " + std::string(pool_name) +
+               " pool used after clpool's exit handler ran; no pool accepts work while the process "
+               "exits (the driver may already be gone)";
+    return "clpool: " + std::string(pool_name) +
+           " pool used after clpool::shutdown(); no pool accepts work once shutdown() has run";
 }
 
 }  // namespace clpool::detail
