@@ -3,7 +3,11 @@
 
 #include <doctest/doctest.h>
 
+#include <cstddef>
 #include <cstdlib>
+#include <functional>
+#include <thread>
+#include <utility>
 #include <vector>
 
 using namespace clpool;
@@ -70,4 +74,39 @@ TEST_CASE("the named pools' caps: CLPOOL_MAX_CACHED_GB (4 GiB when unset) and 16
     const char* env = std::getenv("CLPOOL_MAX_CACHED_GB");
     CHECK(c.max_bytes == (env ? config::parse_gib("CLPOOL_MAX_CACHED_GB", env) : std::size_t{4} << 30));
     CHECK(c.max_per_bucket == 16);
+}
+
+namespace {
+
+// Capped, with a hook run once inside admit(), so while the pool asks the caps.
+std::function<void()> capped_admit_hook;
+struct HookedCapped : Capped {
+    using Capped::Capped;
+    bool admit(std::size_t bytes, std::size_t cached_total, std::size_t cached_in_bucket) const noexcept {
+        if (auto hook = std::exchange(capped_admit_hook, nullptr)) hook();
+        return Capped::admit(bytes, cached_total, cached_in_bucket);
+    }
+};
+
+}  // namespace
+
+// Striped<N> reserves a release's bytes in the total before the caps judge it and rolls them back
+// on refusal. A release on another stripe judged in between must not count the refused buffer's
+// bytes as cached: it fits, so it is kept, and only the refused one is evicted.
+TEST_CASE("Striped + Capped: a release that fits is kept while another stripe's refused release rolls back") {
+    using P = MockPool<PowerOfTwoBuckets, DeviceLocal, HookedCapped, Striped<4>>;
+    P pool(MockBackend{}, HookedCapped(16 << 10, 16));
+    auto idle = pool.allocate(8 << 10);
+    auto big = pool.allocate(16 << 10);
+    auto small = pool.allocate(4 << 10);
+    idle.release();  // 8 KiB idle: room for 8 KiB more
+    REQUIRE(pool.stats().bytes_cached == 8 << 10);
+    // While the caps judge the 16 KiB release (refused: it does not fit),
+    // a 4 KiB release on another stripe (it fits) asks them.
+    capped_admit_hook = [&] { std::thread([&] { small.release(); }).join(); };
+    big.release();
+    const auto s = pool.stats();
+    CHECK(s.evictions == 1);                               // the 16 KiB buffer only
+    CHECK(s.bytes_cached == (8 << 10) + (4 << 10));        // the 4 KiB buffer was kept
+    CHECK(s.bytes_cached <= pool.limits().max_cached_bytes());
 }
