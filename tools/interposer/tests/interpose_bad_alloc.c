@@ -1,6 +1,6 @@
 /* The interposer out of host memory: a std::bad_alloc inside it must come back as
  * CL_OUT_OF_HOST_MEMORY (or the call served another way), never as an exception through the
- * C API, with its counts still right (issue 14, "suspected"). This program replaces
+ * C API, with its counts still right. This program replaces
  * operator new (it is linked with -rdynamic, so the interposer's calls land here) and makes
  * it throw while `failing` is set. Run plain, preloaded and as a layer. */
 #define _GNU_SOURCE

@@ -1,5 +1,6 @@
-/* Who else holds a pooled buffer, and when its destructor callbacks run (issue 14, items 1, 3,
- * 13, 14). Links only -lOpenCL; run plain, and with the interposer (CLPOOL_INTERPOSER set,
+/* Who else holds a pooled buffer, and when its destructor callbacks run: images and
+ * command-buffer recordings, destructor callbacks, callbacks that call OpenCL, sub-buffers.
+ * Links only -lOpenCL; run plain, and with the interposer (CLPOOL_INTERPOSER set,
  * loaded by LD_PRELOAD or OPENCL_LAYERS). Each check is one a plain driver passes. */
 #define CL_TARGET_OPENCL_VERSION 300
 #define CL_USE_DEPRECATED_OPENCL_1_2_APIS
@@ -31,7 +32,7 @@ static int wait_flag(volatile int* flag) {
     return *flag;
 }
 
-/* Item 1: an image made from a buffer keeps that buffer alive. Released by the
+/* An image made from a buffer keeps that buffer alive. Released by the
  * application, the buffer must not go to a new owner while the image exists. */
 static void test_image_keeps_its_buffer(cl_context ctx, cl_command_queue q, const char* how) {
     enum { N = 4096 };
@@ -70,7 +71,7 @@ static void test_image_keeps_its_buffer(cl_context ctx, cl_command_queue q, cons
     OK(clReleaseMemObject(again));
 }
 
-/* Item 1 again: a cl_khr_command_buffer recording of a buffer keeps it alive (PoCL's
+/* A cl_khr_command_buffer recording of a buffer keeps it alive (PoCL's
  * recordings retain it). Released by the application, the buffer must not go to a new
  * owner that the recording would then overwrite. */
 static void test_command_buffer_keeps_its_buffer(cl_platform_id plat, cl_device_id dev, cl_context ctx,
@@ -126,7 +127,7 @@ static void test_command_buffer_keeps_its_buffer(cl_platform_id plat, cl_device_
     OK(clReleaseMemObject(again));
 }
 
-/* Item 3: the driver runs a destructor callback once the buffer is deleted,
+/* The driver runs a destructor callback once the buffer is deleted,
  * after its queued commands have finished. An application may then reuse the
  * host memory a non-blocking write still reads. */
 static unsigned char* host_data;
@@ -172,7 +173,7 @@ static void test_callback_after_commands(cl_context ctx, cl_command_queue q) {
     free(host_data);
 }
 
-/* Item 13: an application callback running inside a passed-through
+/* An application callback running inside a passed-through
  * clReleaseMemObject drops one of two references to a pooled buffer, which the
  * application keeps using. */
 static cl_mem shared_buffer;
@@ -209,7 +210,7 @@ static void test_callback_calls_back(cl_context ctx, cl_command_queue q) {
     OK(clReleaseMemObject(shared_buffer));
 }
 
-/* Item 14: sub-buffers the application released are freed while their parent
+/* Sub-buffers the application released are freed while their parent
  * lives: slicing one long-lived buffer must not grow the process. */
 static long rss_kib(void) {
     FILE* f = fopen("/proc/self/status", "r");
@@ -259,7 +260,7 @@ int main(void) {
     test_command_buffer_keeps_its_buffer(plat, dev, ctx, q);
     test_sub_buffers_freed_promptly(ctx);
     test_callback_after_commands(ctx, q);
-    test_callback_calls_back(ctx, q);  /* last: before the fix it aborts the process */
+    test_callback_calls_back(ctx, q);  /* last: a wrong answer aborts the process, which would hide the other checks */
     OK(clReleaseCommandQueue(q));
     OK(clReleaseContext(ctx));
     if (failures) {

@@ -12,12 +12,11 @@
 
 #define MiB (1024u * 1024u)
 
-/* Tombstones after the pool's own out-of-memory retry (issue 14, "suspected"). The pool
- * gives its cache back and retries the driver; the fake layer runs this hook at the retry,
- * and another application thread releases a buffer of the same pool meanwhile, whose
- * commands are still queued. Its record (with what its reuse must wait for) must survive:
- * the interposer once dropped every tombstone of the pool after the retry, this new one
- * included, and then handed its bucket to a new owner with no fence. */
+/* Tombstones after the pool's own out-of-memory retry. The pool gives its cache back and
+ * retries the driver; the fake layer runs this hook at the retry, and another application
+ * thread releases a buffer of the same pool meanwhile, whose commands are still queued. Its
+ * record (with what its reuse must wait for) must survive the retry's trim: without it, the
+ * bucket would go to a new owner with no fence, under the old owner's queued commands. */
 static cl_mem released_elsewhere;
 static int hook_ran;
 static void* release_it(void* m) {
