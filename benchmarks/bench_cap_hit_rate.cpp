@@ -5,7 +5,7 @@
 // of a batch loop: allocate 1-16 buffers of 1 B to 64 KiB (buckets up to
 // 64 KiB, so a 256 KiB cap is 4x the largest bucket), then release them all.
 // Each thread's sizes come from its own seeded generator. Counters: hit_rate
-// (the pool's, from stats(), at the end), evictions. Issue 17's target:
+// (the pool's, from stats(), at the end), evictions. The target:
 // ThreadCached within 5 points of SingleMutex at 1 and 8 threads for any cap
 // of at least 4x the largest bucket. Host memory: no driver in the way.
 #include "common/setup.hpp"

@@ -4,7 +4,7 @@
 //   caches (a hit pair). Time per iteration = ns per pair.
 // hit/<lock>+history_{off,on,stacks}/<backend>/<bytes>: the same pair with the
 //   pool's history off, on (record_history(65536)) and on with call sites
-//   (issue 16; docs/BENCHMARKS.md, "History on the hit path");
+//   (docs/BENCHMARKS.md, "History on the hit path");
 //   hit/<lock>+history_on1k/...: a ring of 1024 events, which stays in cache.
 // history/clock: one read of the history's time stamp (detail::history_clock::now(),
 //   the ticker's word once a history is on).
@@ -125,7 +125,7 @@ void register_all() {
     add_hit<Pool<PowerOfTwoBuckets, DeviceLocal, Unlimited, LockedBy<std::mutex>, Bk>>("StdMutex/" + bk);
     add_hit<Pool<PowerOfTwoBuckets, DeviceLocal, Unlimited, Striped<16>, Bk>>("Striped16/" + bk);
     add_hit<Pool<PowerOfTwoBuckets, DeviceLocal, Unlimited, ThreadCached<>, Bk>>("ThreadCached/" + bk);
-    // The history's cost (issue 16).
+    // The history's cost on the same hit pair.
     add_hit_history<Pool<PowerOfTwoBuckets, DeviceLocal, Unlimited, NoLock, Bk>>("NoLock", bk);
     add_hit_history<Pool<PowerOfTwoBuckets, DeviceLocal, Unlimited, SingleMutex, Bk>>("SingleMutex", bk);
     add_hit_history<Pool<PowerOfTwoBuckets, DeviceLocal, Unlimited, Striped<16>, Bk>>("Striped16", bk);

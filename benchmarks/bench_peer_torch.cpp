@@ -7,7 +7,7 @@
 // cuda/cudaMalloc/<bytes>      cudaMalloc + cudaFree: the driver baseline, no cache
 // cuda/cudaHostAlloc/<bytes>   cudaHostAlloc + cudaFreeHost
 // clpool/<pool>+history_on/..., torch/device+history_on/<bytes>: the same hit pairs with
-//   each allocator's history of its last 65536 events on, no call sites (issue 16):
+//   each allocator's history of its last 65536 events on, no call sites:
 //   record_history(65536) against _record_memory_history(context=None)
 // Torch is called through a plain C shim (one extra non-inlined call, ~1 ns),
 // so its C++ ABI flags do not reach this file.

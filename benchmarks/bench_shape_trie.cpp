@@ -1,11 +1,10 @@
 // Shape interning: a ShapeTrie hit against unordered_map<int64>::find and against the descriptor cache it replaces; throughput vs one global mutex.
 //
 // map_find/int64: std::unordered_map<std::int64_t, const std::int64_t*>::find
-//   of a present key (512 keys, cycling through 64): the floor the issue names.
+//   of a present key (512 keys, cycling through 64): the floor the target is set against.
 // safe_floor: what a reader-locked, reference-counted lookup pays whatever
 //   its structure: a stripe's shared lock and unlock, a reference taken (CAS)
-//   and dropped, with no search at all (the trie's hit path before readers
-//   became lock-free).
+//   and dropped, with no search at all.
 // map_find_safe/int64: map_find with that same lock and reference count: the
 //   floor structure made as safe as the trie.
 // trie_hit/<rank>: ShapeTrie::intern of a shape already held (64 shapes of
@@ -14,7 +13,7 @@
 //   reference taken (CAS) and dropped (fetch_sub).
 // reader_hit/<rank>: ShapeTrie::reader::find of the same shapes inside one
 //   long read section: the walk and the key comparison, no atomic RMW, no
-//   count: the borrowed lookup the issue's "<= 2x map_find" is measured on.
+//   count: the borrowed lookup the "<= 2x map_find" target is measured on.
 // reader_scoped_hit/<rank>: the same with a reader opened and closed around
 //   each find (pin and unpin per lookup: two plain stores and a
 //   thread_local load).

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""Tables and target checks for issue 4 from alloc.sh's Google Benchmark JSON.
+"""Tables and target checks for the allocation hit path from alloc.sh's Google Benchmark JSON.
 
 usage: alloc_summary.py <dir>   (a folder holding hit_latency.json, contention.json
                                  and peers.json or peers_reps.json)
 Prints median ns per pair (median aggregates where the run has repetitions,
-else the single run), the ratios the issue names, and MISS where a target is
+else the single run), the target ratios, and MISS where a target is
 not met. Standard library only.
 """
 import json

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The sub-allocating pools on a GPU machine (docs/ARENA.md, issue 15): builds bench_arena and
+# The sub-allocating pools on a GPU machine (docs/ARENA.md): builds bench_arena and
 # bench_memory (Release) and runs them into $OUT (default ./out/arena), all in one run:
 #   arena/hit/{BufferPool,ArenaPool}/opencl   hit pair, the arena beside BufferPool (target <= 40 ns)
 #   arena/split_miss/opencl                   a miss carved from a held segment + its release (target <= 2 us),

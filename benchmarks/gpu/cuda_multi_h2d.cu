@@ -1,4 +1,4 @@
-// The hardware's answer for issue 18's multi-GPU targets: aggregate host-to-device bandwidth from
+// The hardware's answer for the multi-GPU targets: aggregate host-to-device bandwidth from
 // pinned host memory to 1..N GPUs at once through CUDA (one host thread and stream per GPU), the
 // baseline for bench_multi_device's OpenCL figures on the same machine.
 //   nvcc -O2 -o cuda_multi_h2d benchmarks/gpu/cuda_multi_h2d.cu && ./cuda_multi_h2d [MiB=256] [reps=10]

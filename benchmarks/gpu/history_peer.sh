@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The history's cost against a peer's, in one run (issue 16): clpool's OpenCL hit pair with
+# The history's cost against a peer's, in one run: clpool's OpenCL hit pair with
 # record_history(65536) on and off, and PyTorch's raw_alloc/raw_delete hit with
 # _record_memory_history(context=None, max_entries=65536) on and off (bench_peer_torch).
 # Needs the CUDA toolkit and PyTorch. Repetitions interleave at random, on one pinned CPU.

@@ -1,7 +1,7 @@
 // Instructions per hit pair (allocate + release of a cached 4 KiB buffer, host backend), counted
 // by callgrind (hit_pair_instructions.sh): a figure that does not move with the machine's noise.
 // `hit_pair_instructions POOL EVENTS PAIRS`: POOL 0 NoLock, 1 SingleMutex, 2 ThreadCached<8>;
-// EVENTS > 0 records a history of that many events per ring (issue 16).
+// EVENTS > 0 records a history of that many events per ring.
 #include <clpool/backends/host.hpp>
 #include <clpool/policies/thread_cached.hpp>
 #include <clpool/pools/aliases.hpp>

@@ -1,7 +1,7 @@
 // ns per hit pair (allocate + release of a cached 4 KiB buffer) in a plain loop: host and OpenCL
 // backends, NoLock / SingleMutex / ThreadCached<8>; best of 15 runs of 2,000,000 pairs each.
 // `hit_pair_loop NAME [EVENTS]`: with EVENTS > 0, each pool records a history of EVENTS events per
-// ring (record_history) while it loops: the history's cost on the hit pair (issue 16).
+// ring (record_history) while it loops: the history's cost on the hit pair.
 // No Google Benchmark around it, so it builds from any tree's headers alone (hit_pair_loop.sh).
 #include <clpool/backends/opencl.hpp>
 #include <clpool/policies/thread_cached.hpp>

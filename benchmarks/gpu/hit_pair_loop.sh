@@ -2,7 +2,7 @@
 # The hit pair in a plain loop (hit_pair_loop.cpp), built with g++ -O3 from several trees' headers and
 # run alternately on one pinned CPU: a steadier figure than Google Benchmark's for small differences.
 #   TREES="name=path ..."   earlier source trees (e.g. from `git archive`); this tree is "after"
-#   HISTORY="0 65536"      history sizes to run each side with (0: off; issue 16), default "0"
+#   HISTORY="0 65536"      history sizes to run each side with (0: off), default "0"
 #   ROUNDS=5  BENCH_CPU=2
 set -euo pipefail
 cd "$(dirname "$0")/../.."

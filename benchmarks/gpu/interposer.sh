@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 7 on an NVIDIA GPU: the interposer's semantics tests (plain, LD_PRELOAD, OpenCL layer,
+# The interposer on an NVIDIA GPU: its semantics tests (plain, LD_PRELOAD, OpenCL layer,
 # out-of-memory over a test layer) and the allocation-churn measurement, plain vs interposed.
 # Run from the repo root. Writes $OUT (or ./out)/interposer/{ctest.log,bench.jsonl}.
 set -uo pipefail
@@ -13,8 +13,8 @@ cmake -S . -B $build -DCMAKE_BUILD_TYPE=Release -DCLPOOL_BUILD_BENCHMARKS=OFF >"
 cmake --build $build -j"$(nproc)" --target clpool_interpose interpose_semantics interpose_fences interpose_holders \
   interpose_conformance interpose_bad_alloc interpose_oom clpool_fake_oom_layer interpose_bench interpose_slice_bench \
   interposer_protocol_tests >>"$out/cmake.log" 2>&1 || { tail -30 "$out/cmake.log"; exit 1; }
-# Which buffer holders the driver exposes (issue 14 item 1: cl_khr_command_buffer,
-# cl_khr_image2d_from_buffer); interpose_holders runs the command-buffer part only if listed.
+# Which buffer holders the driver exposes (cl_khr_command_buffer, cl_khr_image2d_from_buffer: each
+# keeps a released buffer alive); interpose_holders runs the command-buffer part only if listed.
 command -v clinfo >/dev/null && clinfo 2>/dev/null | grep -iE "extensions|image support" >"$out/clinfo.txt"
 (cd $build && ctest -R interpose --output-on-failure) >"$out/ctest.log" 2>&1
 echo "ctest exit $?" >>"$out/ctest.log"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 18 on a machine with several NVIDIA GPUs: the multi-device tests on the real devices, then
+# Multiple devices on a machine with several NVIDIA GPUs: the multi-device tests on the real devices, then
 # bench_multi_device (aggregate host-to-device bandwidth to 1, 2, 4, 8 GPUs at once, pinned and
 # staged pageable, with the driver's pageable path as the baseline) in one run, and the ratios
 # against the targets (2 GPUs: pinned >= 1.9x one GPU, staged >= 1.6x). Writes $OUT/multi_gpu/.

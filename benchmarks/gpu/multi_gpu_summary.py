@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Aggregate host-to-device bandwidth per device count from bench_multi_device's JSON (medians),
-and the scaling against one device of the same family, beside the issue 18 targets."""
+and the scaling against one device of the same family, beside the targets (TARGETS)."""
 import json
 import sys
 from collections import defaultdict

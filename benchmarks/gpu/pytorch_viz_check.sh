@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 16 on the GPU machine, where PyTorch is installed: does PyTorch's own memory viewer read
+# On the GPU machine, where PyTorch is installed: does PyTorch's own memory viewer read
 # what `clpool-viz --pytorch` writes? Runs torch.cuda._memory_viz on the pickle of the hand-made
 # version 2 snapshot (tests/data/viz/snapshot_v2.json) and, if given, of more snapshots:
 #   trace_plot and segment_plot (the HTML of pytorch.org/memory_viz; they embed the pickle),

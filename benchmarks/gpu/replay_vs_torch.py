@@ -8,7 +8,7 @@ For each trace (plain or .gz, docs/TRACE_FORMAT.md) on the GPU:
     (max_memory_allocated counts PyTorch's rounded block sizes; the live peak counts the bytes asked);
   - clpool: `clpool-replay TRACE -d sim --json -` (accounting only, same trace), each
     configuration's peak held / peak live and min capacity, plus any --config given here.
-The issue-15 target: clpool's ratio below PyTorch's reserved / allocated.
+The target: clpool's ratio below PyTorch's reserved / allocated.
 
   python3 benchmarks/gpu/replay_vs_torch.py [TRACE ...] [--replay PATH] [-c SPEC ...] [--json OUT]
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds bench_shape_trie (Release flags) and runs it on this machine's CPU into $OUT (default ./out):
-# shapes.json (Google Benchmark JSON, 3 repetitions, medians used), shapes_summary.txt (the issue's
+# shapes.json (Google Benchmark JSON, 3 repetitions, medians used), shapes_summary.txt (the target
 # ratios per rank: reader_hit/map_find <= 2, descriptor/trie_hit >= 2, misses flagged "MISS"; and the
 # 1-16 thread throughput table, reader256 included), shapes_machine.txt. Needs a C++20 compiler
 # (g++ >= 12) and Google Benchmark (libbenchmark-dev); no GPU, OpenCL or Boost. About 3 minutes.

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Summarises bench_shape_trie's JSON: the issue's ratios per rank, and throughput by threads.
+"""Summarises bench_shape_trie's JSON: the target ratios per rank, and throughput by threads.
 
-Targets (issue 5): a hit at most 2x unordered_map<int64>::find, measured on the
+Targets: a hit at most 2x unordered_map<int64>::find, measured on the
 borrowed reader lookup (reader_hit); the descriptor cache at least 2x slower
 than the counted intern hit (trie_hit). Misses are flagged with "MISS"."""
 import json

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 3 on an NVIDIA GPU: the transfer tests on the real device, then bench_transfer (OpenCL:
+# Transfers on an NVIDIA GPU: the transfer tests on the real device, then bench_transfer (OpenCL:
 # driver pageable, pinned pool, staged pipeline, auto) and bench_transfer_cuda (cudaMemcpy pinned and
 # pageable) in one run, 4 KiB .. 1 GiB, as Google Benchmark JSON, plus a summary against the targets.
 # Run from anywhere; needs g++ >= 13, cmake, Boost, doctest, Google Benchmark, CL-HPP, an OpenCL ICD

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue 3's targets from bench_transfer(.json) and bench_transfer_cuda(.json) of one run: medians, GB/s.
+"""The transfer targets from bench_transfer(.json) and bench_transfer_cuda(.json) of one run: medians, GB/s.
 
   pinned  >= 0.97 x cuda_pinned           (16 MiB .. 1 GiB, H2D and D2H)
   staged  >= 2 x driver_pageable and >= cuda_pageable   (16 MiB .. 1 GiB)
