@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """tools/convert_trace.py on the committed fixtures (tests/data/convert, written by
 make_convert_fixtures.py): each converts to its committed clpool trace, ids pair up, times never
-decrease, and bad input is refused with a message that says where."""
+decrease, and bad input (sizes, times, values nested too deep, an output that cannot be written) is
+refused with a message that says where, never a Python traceback."""
 
 import importlib.util
 import io
+import os
 import pickle
 import sys
+import tempfile
 import unittest
 from contextlib import redirect_stderr
 from pathlib import Path
@@ -81,6 +84,69 @@ class TorchSnapshot(unittest.TestCase):
         with self.assertRaisesRegex(ct.ConvertError, r"device_traces\[0\]\[0\] \(alloc\) has addr=-1"):
             ct.convert("torch", bad)
 
+    # A time_us of NaN or Infinity cannot become nanoseconds (int(t_us * 1000) raises): the event
+    # is named, and main() exits 2 with the reason, not a traceback.
+    def test_non_finite_time_us_is_named(self):
+        for t_us in (float("nan"), float("inf"), float("-inf")):
+            snap = {"device_traces": [[{"action": "alloc", "addr": 16, "size": 512, "time_us": t_us}]]}
+            with self.subTest(t_us=t_us):
+                with self.assertRaisesRegex(ct.ConvertError, r"device_traces\[0\]\[0\] \(alloc\) has time_us="):
+                    ct.convert("torch", pickle.dumps(snap))
+        nan_event = {"action": "alloc", "addr": 16, "size": 512, "time_us": float("nan")}
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "snap.pickle")
+            with open(path, "wb") as f:
+                pickle.dump({"device_traces": [[nan_event]]}, f)
+            err = io.StringIO()
+            with redirect_stderr(err):
+                rc = ct.main(["torch", path, "-o", os.path.join(d, "out.trace")])
+        self.assertEqual(rc, 2)
+        self.assertIn("time_us=nan; expected a finite number", err.getvalue())
+
+    # The format's times are 64-bit nanoseconds: a finite time_us past them (1e300 would print 304
+    # digits that clpool-replay refuses; 1e306 overflows int(t_us * 1000)) is named by event, with
+    # the limit.
+    def test_time_us_past_the_formats_limit_is_named(self):
+        limit = str(2**64 - 1)
+        # Times count from the first event by time: after -1e300, the event at 0 is the one too late.
+        for t_us, late in ((1e300, 1), (1e306, 1), (10**40, 1), (18446744073709552, 1), (-1e300, 0)):
+            snap = {"device_traces": [[{"action": "alloc", "addr": 16, "size": 512, "time_us": 0},
+                                       {"action": "alloc", "addr": 32, "size": 512, "time_us": t_us}]]}
+            with self.subTest(t_us=t_us):
+                with self.assertRaisesRegex(ct.ConvertError,
+                                            rf"device_traces\[0\]\[{late}\] \(alloc\) has time_us=.*{limit} ns"):
+                    ct.convert("torch", pickle.dumps(snap))
+        # The largest time the format holds in whole microseconds converts.
+        snap = {"device_traces": [[{"action": "alloc", "addr": 16, "size": 512, "time_us": 0},
+                                   {"action": "alloc", "addr": 32, "size": 512, "time_us": 18446744073709551}]]}
+        self.assertIn("\n18446744073709551000 alloc 2 ", ct.convert("torch", pickle.dumps(snap)))
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "snap.pickle")
+            with open(path, "wb") as f:
+                pickle.dump({"device_traces": [[{"action": "alloc", "addr": 16, "size": 512, "time_us": 0.0},
+                                                {"action": "free_completed", "addr": 16, "size": 512,
+                                                 "time_us": 1e300}]]}, f)
+            err = io.StringIO()
+            with redirect_stderr(err):
+                rc = ct.main(["torch", path, "-o", os.path.join(d, "out.trace")])
+        self.assertEqual(rc, 2)
+        self.assertIn("device_traces[0][1] (free_completed) has time_us=1e+300", err.getvalue())
+        self.assertIn(f"expected times within {limit} ns", err.getvalue())
+
+    # A bad field's value is quoted without recursing (repr() would): a size nested 200000 lists
+    # deep, which the unpickler builds without recursion, is named like any other bad value.
+    def test_a_deeply_nested_bad_field_is_named_not_a_traceback(self):
+        depth = 200000
+        deep = b"]" * depth + b"a" * (depth - 1)  # a list in a list ... (EMPTY_LIST, APPEND)
+
+        def text(s):
+            return b"X" + len(s).to_bytes(4, "little") + s  # BINUNICODE
+
+        data = (b"\x80\x02}" + text(b"device_traces") + b"]]}(" + text(b"action") + text(b"alloc") +
+                text(b"addr") + b"K\x10" + text(b"size") + deep + b"uaas.")
+        with self.assertRaisesRegex(ct.ConvertError, r"device_traces\[0\]\[0\] \(alloc\) has size=\[\["):
+            ct.convert("torch", data)
+
 
 class RmmLog(unittest.TestCase):
     def setUp(self):
@@ -110,6 +176,15 @@ class RmmLog(unittest.TestCase):
         with self.assertRaisesRegex(ct.ConvertError, "empty file"):
             ct.convert("rmm", b"")
 
+    # A negative Size is bad input like any other: taken as is, an allocate would be dropped as a
+    # 0-byte one and its free counted among the frees of blocks allocated before the log began.
+    def test_negative_size_is_named_by_line(self):
+        head = "Thread,Time,Action,Pointer,Size,Stream\n"
+        with self.assertRaisesRegex(ct.ConvertError, "line 2: bad Size '-4096'"):
+            ct.convert("rmm", (head + "1,00:00:01.5,allocate,0x10,-4096,0x0\n").encode())
+        with self.assertRaisesRegex(ct.ConvertError, "line 3: bad Size '-8'"):
+            ct.convert("rmm", (head + "1,00:00:01.5,allocate,0x10,8,0x0\n1,00:00:01.6,free,0x10,-8,0x0\n").encode())
+
 
 class CommandLine(unittest.TestCase):
     def test_bad_input_exits_2_with_the_file_named(self):
@@ -123,6 +198,18 @@ class CommandLine(unittest.TestCase):
             rc = ct.main(["rmm", str(data / "absent.csv")])
         self.assertEqual(rc, 2)
         self.assertIn("cannot read", err.getvalue())
+
+    # docs/TOOLS.md: an output file that cannot be written (-o into a missing directory) is exit
+    # code 1 with "convert_trace: ...", not a FileNotFoundError traceback.
+    def test_unwritable_output_is_an_error_not_a_traceback(self):
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "missing", "out.trace")
+            err = io.StringIO()
+            with redirect_stderr(err):
+                rc = ct.main(["rmm", str(data / "rmm_log.csv"), "-o", out])
+        self.assertEqual(rc, 1)
+        self.assertIn("convert_trace: cannot write", err.getvalue())
+        self.assertIn(out, err.getvalue())
 
 
 if __name__ == "__main__":
