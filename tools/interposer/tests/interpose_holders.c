@@ -260,7 +260,7 @@ int main(void) {
     test_command_buffer_keeps_its_buffer(plat, dev, ctx, q);
     test_sub_buffers_freed_promptly(ctx);
     test_callback_after_commands(ctx, q);
-    test_callback_calls_back(ctx, q);  /* last: a wrong answer aborts the process, which would hide the other checks */
+    test_callback_calls_back(ctx, q);  /* last: a wrong answer aborts the process */
     OK(clReleaseCommandQueue(q));
     OK(clReleaseContext(ctx));
     if (failures) {
