@@ -79,10 +79,10 @@ clpool_tool_test(info.env_host ENV CLPOOL_DEVICE=host COMMAND ${info} --list STD
 # "host" in any case or spacing is the host backend as asked, not one chosen for want of a device.
 clpool_tool_test(info.host_any_case COMMAND ${info} --device " HOST" --list
   STDOUT "chosen: host backend \\(--device ' HOST'\\)\n")
-# Set but blank: the library's config_error, as for every clpool program (the tools took it as auto).
+# Set but blank: the library's config_error, as for every clpool program (a blank is not "auto").
 clpool_tool_test(info.blank_env_device RC 2 ENV CLPOOL_DEVICE= COMMAND ${info} --list
   STDERR "CLPOOL_DEVICE='' is empty")
-# A directory was read as an empty trace ("line 1: empty file ... Fix or remove that line").
+# A directory is not a trace: the error says so, not "empty file" (which would send the user to edit it).
 clpool_tool_test(replay.directory RC 2 COMMAND ${replay} ${CMAKE_CURRENT_SOURCE_DIR}/replay --no-search --no-buckets
   STDERR "cannot read trace '.*replay': Is a directory" STDERR_NOT "empty file")
 if(CLPOOL_WITH_OPENCL)
