@@ -2,11 +2,9 @@
 #pragma once
 
 #include <clpool/core/errors.hpp>
+#include <clpool/platform/environment.hpp>
 
-#include <charconv>
-#include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -15,41 +13,20 @@ namespace clpool::config {
 
 // Parsers are exposed so tests and tools can check them without touching the
 // environment. Each throws config_error naming the variable, the value and
-// what is allowed.
+// what is allowed. The parsing itself is platform/environment.hpp's, which
+// the core's own variables (CLPOOL_HISTORY) share.
 
 // A positive decimal number of GiB (fractions allowed), at most 1 PiB.
 inline std::uint64_t parse_gib(std::string_view name, std::string_view text) {
-    const std::string s(text);
-    // Plain decimal only, with a point whatever the program's locale (from_chars, not strtod,
-    // which reads LC_NUMERIC and would also take spaces, signs, hex and exponents).
-    const bool decimal = !s.empty() && s[0] != '.' && s.find_first_not_of("0123456789.") == std::string::npos &&
-                         s.find('.') == s.rfind('.');
-    double gib = std::nan("");
-    const char* const last = s.data() + s.size();
-    const bool parsed = decimal && [&] {
-        const auto [end, ec] = std::from_chars(s.data(), last, gib, std::chars_format::fixed);
-        return ec == std::errc{} && end == last;
-    }();
-    if (!parsed || !std::isfinite(gib) || gib < 0 || gib > 1024.0 * 1024.0) {
-        throw config_error("clpool: " + std::string(name) + "='" + s +
-                           "' is not a number of GiB between 0 and 1048576 (e.g. 4 or 0.5)");
-    }
-    return static_cast<std::uint64_t>(gib * 1024.0 * 1024.0 * 1024.0);
+    return detail::env_gib<config_error>(name, text);
 }
 
 // "0"/"1" (also "false"/"true", "off"/"on", "no"/"yes").
 inline bool parse_bool(std::string_view name, std::string_view text) {
-    for (auto t : {"1", "true", "on", "yes"})
-        if (text == t) return true;
-    for (auto f : {"0", "false", "off", "no"})
-        if (text == f) return false;
-    throw config_error("clpool: " + std::string(name) + "='" + std::string(text) + "' is not a boolean; use 0 or 1");
+    return detail::env_bool<config_error>(name, text);
 }
 
-inline std::optional<std::string> read(const char* name) {
-    if (const char* v = std::getenv(name)) return std::string(v);
-    return std::nullopt;
-}
+inline std::optional<std::string> read(const char* name) { return detail::env_text(name); }
 
 // The outcome of parsing one variable, kept for the life of the process so
 // the variable is read once and an invalid value is reported on every use.
@@ -65,13 +42,8 @@ struct setting {
 
 template <class T, class Parse>
 setting<T> read_setting(const char* name, T fallback, Parse parse) {
-    auto text = read(name);
-    if (!text) return {fallback, {}};
-    try {
-        return {parse(name, *text), {}};
-    } catch (const config_error& e) {
-        return {std::nullopt, e.what()};
-    }
+    auto s = detail::env_read<T, config_error>(name, std::move(fallback), parse);
+    return {std::move(s.value), std::move(s.error)};
 }
 
 // CLPOOL_MAX_CACHED_GB: the byte cap of capped pools (default 4 GiB).
@@ -101,15 +73,7 @@ inline bool async_h2d() {
 
 // A whole number of milliseconds, 0 to 86400000 (a day).
 inline std::uint64_t parse_milliseconds(std::string_view name, std::string_view text) {
-    const std::string s(text);
-    const auto first = s.find_first_not_of('0');  // leading zeros do not count towards the length
-    const std::size_t significant = first == std::string::npos ? 1 : s.size() - first;
-    const bool digits = !s.empty() && significant <= 9 && s.find_first_not_of("0123456789") == std::string::npos;
-    const std::uint64_t ms = digits ? std::stoull(first == std::string::npos ? std::string("0") : s.substr(first)) : 0;
-    if (!digits || ms > 86400000)
-        throw config_error("clpool: " + std::string(name) + "='" + s +
-                           "' is not a whole number of milliseconds between 0 and 86400000 (e.g. 5000)");
-    return ms;
+    return detail::env_count<config_error>(name, text, 86400000, "milliseconds", "e.g. 5000");
 }
 
 // CLPOOL_EXIT_WAIT_MS: how long normal exit waits, in all, for the registered
@@ -123,13 +87,9 @@ inline std::uint64_t exit_wait_ms() {
 // spaces. Whether it names an existing device is checked when a device is
 // selected, against the devices found then.
 inline std::string parse_device_spec(std::string_view name, std::string_view text) {
-    const auto first = text.find_first_not_of(" \t");
-    const auto last = text.find_last_not_of(" \t");
-    if (first == std::string_view::npos)
-        throw config_error("clpool: " + std::string(name) + "='" + std::string(text) +
-                           "' is empty; use auto, gpu, cpu, accelerator, host, an index such as 0 or 1:0, "
-                           "platform:NAME or device:NAME (docs/DEVICES.md)");
-    return std::string(text.substr(first, last - first + 1));
+    return detail::env_trimmed<config_error>(name, text,
+                                             "use auto, gpu, cpu, accelerator, host, an index such as 0 or 1:0, "
+                                             "platform:NAME or device:NAME (docs/DEVICES.md)");
 }
 
 // CLPOOL_DEVICE: the default device for clpool::default_device() ("auto"
