@@ -45,7 +45,7 @@ LAYERS = [
      "core, diagnostics, platform", {"platform", "core", "diagnostics"}),
     ("runtime", "include/clpool/runtime/",
      "configuration (`CLPOOL_*`), shutdown and the list of registries, interrupts, interruptible waits, the queues finished at exit",
-     "core, policies, backends, platform", {"platform", "core", "policies", "backends"}),
+     "core, policies, platform (no backend: the OpenCL headers come from platform)", {"platform", "core", "policies"}),
     ("pools", "include/clpool/pools/",
      "the named pools (`BufferPool`, `host::BufferPool`, ...) and their process-wide registries",
      "the above", {"platform", "core", "diagnostics", "policies", "backends", "runtime"}),

@@ -6,7 +6,7 @@
 #include <clpool/runtime/detail/registry_list.hpp>
 
 #ifdef CLPOOL_HAS_OPENCL
-#include <clpool/backends/opencl.hpp>
+#include <clpool/platform/opencl.hpp>
 #include <clpool/runtime/detail/queue_registry.hpp>
 #endif
 

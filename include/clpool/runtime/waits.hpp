@@ -5,7 +5,7 @@
 #include <clpool/runtime/detail/interrupt_flag.hpp>
 
 #ifdef CLPOOL_HAS_OPENCL
-#include <clpool/backends/opencl.hpp>
+#include <clpool/platform/opencl.hpp>
 
 #include <algorithm>
 #include <atomic>

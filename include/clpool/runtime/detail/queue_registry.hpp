@@ -1,7 +1,7 @@
 // The queues clpool finishes at normal exit and in shutdown(): those of DeviceHandles and registry pools.
 #pragma once
 
-#include <clpool/backends/opencl.hpp>
+#include <clpool/platform/opencl.hpp>
 #include <clpool/platform/process_state.hpp>
 #include <clpool/runtime/config.hpp>
 #include <clpool/runtime/waits.hpp>
