@@ -142,7 +142,7 @@ class MockBackend {
 public:
     using memory_type = MockMemory;
     using sub_memory_type = MockRange;  // SubAllocated<MockBackend>'s blocks
-    static constexpr backend_abilities abilities = backend_ability::none;
+    static constexpr BackendAbilities abilities = BackendAbility::none;
     static constexpr int oom_code = -4;  // CL_MEM_OBJECT_ALLOCATION_FAILURE's value
     static constexpr int failed_code = -61;  // CL_INVALID_BUFFER_SIZE's value
 

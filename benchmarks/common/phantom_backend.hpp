@@ -18,7 +18,7 @@ struct PhantomMemory {
 struct PhantomBackend {
     using memory_type = PhantomMemory;
     using sub_memory_type = PhantomMemory;  // SubAllocated<PhantomBackend>: bookkeeping of the arena alone
-    static constexpr backend_abilities abilities = backend_ability::none;
+    static constexpr BackendAbilities abilities = BackendAbility::none;
     std::size_t max_alloc_size() const noexcept { return std::numeric_limits<std::size_t>::max() / 4; }
     bool unified_memory() const noexcept { return true; }
     const char* name() const noexcept { return "phantom"; }

@@ -54,8 +54,8 @@ std::string error_of(std::shared_ptr<Ledger> ledger, ArenaOptions o = {}) {
 
 static_assert(Backend<SubAllocated<MockBackend>>);
 static_assert(Backend<SubAllocated<HostBackend>>);
-static_assert(backend_declares<SubAllocated<HostBackend>, backend_ability::sub_allocates>);
-static_assert(!backend_declares<SubAllocated<HostBackend>, backend_ability::events>);
+static_assert(backend_declares<SubAllocated<HostBackend>, BackendAbility::sub_allocates>);
+static_assert(!backend_declares<SubAllocated<HostBackend>, BackendAbility::events>);
 
 TEST_CASE("more kept sub-buffers per segment than a segment holds is refused, naming the value and the limit") {
     auto ledger = std::make_shared<Ledger>();
@@ -774,7 +774,7 @@ class TrackingBackend {
 public:
     using memory_type = HostMemory;
     using sub_memory_type = TrackedRange;
-    static constexpr backend_abilities abilities = backend_ability::none;
+    static constexpr BackendAbilities abilities = BackendAbility::none;
 
     explicit TrackingBackend(ViewRegistry* registry) noexcept : registry_(registry) {}
     std::size_t max_alloc_size() const noexcept { return host_.max_alloc_size(); }

@@ -30,14 +30,14 @@ static_assert(Backend<HostBackend> && CheckedBackend<HostBackend>);
 static_assert(Backend<test::MockBackend>);
 static_assert(Backend<bench::PhantomBackend>);
 static_assert(Backend<example::MallocBackend>);
-static_assert(backend_traits<HostBackend>::abilities == backend_ability::none);
+static_assert(backend_traits<HostBackend>::abilities == BackendAbility::none);
 static_assert(!backend_traits<test::MockBackend>::has_events && !backend_traits<test::MockBackend>::has_abandon);
 static_assert(std::is_same_v<backend_traits<HostBackend>::event_type, detail::no_event>);
 static_assert(backend_traits<example::MallocBackend>::has_events);
 static_assert(std::is_same_v<backend_traits<example::MallocBackend>::event_type, example::Event>);
 #ifdef CLPOOL_HAS_OPENCL
 static_assert(Backend<OpenCLBackend> && Backend<MappedPinnedBackend>);
-static_assert(backend_traits<OpenCLBackend>::abilities == (backend_ability::events | backend_ability::abandon));
+static_assert(backend_traits<OpenCLBackend>::abilities == (BackendAbility::events | BackendAbility::abandon));
 static_assert(backend_traits<OpenCLBackend>::has_events && backend_traits<OpenCLBackend>::has_abandon &&
               !backend_traits<OpenCLBackend>::free_waits_for_events);
 static_assert(backend_traits<MappedPinnedBackend>::has_events && backend_traits<MappedPinnedBackend>::has_abandon &&
@@ -61,14 +61,14 @@ struct Good {
     Allocation<Memory> allocate(std::size_t, MemoryKind) noexcept { return {Memory{}, AllocStatus::ok, 0}; }
 };
 static_assert(Backend<Good> && CheckedBackend<Good>);
-static_assert(backend_traits<Good>::abilities == backend_ability::none);
+static_assert(backend_traits<Good>::abilities == BackendAbility::none);
 
 struct Event {};
 // Good plus every ability, each with its members right.
 struct Full : Good {
     using event_type = Event;
-    static constexpr backend_abilities abilities =
-        backend_ability::events | backend_ability::abandon | backend_ability::free_waits_for_events;
+    static constexpr BackendAbilities abilities =
+        BackendAbility::events | BackendAbility::abandon | BackendAbility::free_waits_for_events;
     static bool event_complete(const Event&) noexcept { return true; }
     static void wait_for(const Event*, std::size_t) noexcept {}
     void abandon() noexcept {}
@@ -77,7 +77,7 @@ static_assert(Backend<Full>);
 static_assert(backend_traits<Full>::has_events && backend_traits<Full>::has_abandon &&
               backend_traits<Full>::free_waits_for_events);
 struct ExplicitNone : Good {
-    static constexpr backend_abilities abilities = backend_ability::none;
+    static constexpr BackendAbilities abilities = BackendAbility::none;
 };
 static_assert(Backend<ExplicitNone>);
 
@@ -161,20 +161,20 @@ struct AbilitiesUnsigned : Good {
 };
 static_assert(!Backend<AbilitiesUnsigned>);
 struct AbilitiesNonStatic : Good {
-    backend_abilities abilities = backend_ability::none;
+    BackendAbilities abilities = BackendAbility::none;
 };
 static_assert(!Backend<AbilitiesNonStatic>);
-backend_abilities no_abilities() noexcept { return backend_ability::none; }  // not constexpr
+BackendAbilities no_abilities() noexcept { return BackendAbility::none; }  // not constexpr
 struct AbilitiesNotConstant : Good {
-    static inline const backend_abilities abilities = no_abilities();  // not a constant expression
+    static inline const BackendAbilities abilities = no_abilities();  // not a constant expression
 };
 static_assert(!Backend<AbilitiesNotConstant>);
 
-// --- backend_ability::events declared, one member wrong or missing.
+// --- BackendAbility::events declared, one member wrong or missing.
 
 template <class Base>
 struct DeclaresEvents : Base {
-    static constexpr backend_abilities abilities = backend_ability::events;
+    static constexpr BackendAbilities abilities = BackendAbility::events;
 };
 struct EventsComplete {
     static bool event_complete(const Event&) noexcept { return true; }
@@ -236,11 +236,11 @@ struct EventsAllRight : Good, EventsComplete, EventsWait {
 };
 static_assert(Backend<DeclaresEvents<EventsAllRight>>);  // the control
 
-// --- backend_ability::abandon declared, its member wrong or missing.
+// --- BackendAbility::abandon declared, its member wrong or missing.
 
 template <class Base>
 struct DeclaresAbandon : Base {
-    static constexpr backend_abilities abilities = backend_ability::abandon;
+    static constexpr BackendAbilities abilities = BackendAbility::abandon;
 };
 static_assert(!Backend<DeclaresAbandon<Good>>);
 struct AbandonThrows : Good {
@@ -256,18 +256,18 @@ struct AbandonRight : Good {
 };
 static_assert(Backend<DeclaresAbandon<AbandonRight>>);  // the control
 
-// --- backend_ability::free_waits_for_events: needs events, and events' members.
+// --- BackendAbility::free_waits_for_events: needs events, and events' members.
 
 struct FreeWaitsWithoutEvents : EventsAllRight {
-    static constexpr backend_abilities abilities = backend_ability::free_waits_for_events;
+    static constexpr BackendAbilities abilities = BackendAbility::free_waits_for_events;
 };
 static_assert(!Backend<FreeWaitsWithoutEvents>);
 struct FreeWaitsNoWait : EventsNoWait {
-    static constexpr backend_abilities abilities = backend_ability::events | backend_ability::free_waits_for_events;
+    static constexpr BackendAbilities abilities = BackendAbility::events | BackendAbility::free_waits_for_events;
 };
 static_assert(!Backend<FreeWaitsNoWait>);
 struct FreeWaitsRight : EventsAllRight {
-    static constexpr backend_abilities abilities = backend_ability::events | backend_ability::free_waits_for_events;
+    static constexpr BackendAbilities abilities = BackendAbility::events | BackendAbility::free_waits_for_events;
 };
 static_assert(Backend<FreeWaitsRight> && backend_traits<FreeWaitsRight>::free_waits_for_events);  // the control
 
@@ -287,7 +287,7 @@ static_assert(!Backend<AbandonRight>);
 static_assert(!Backend<AbandonThrows>);
 // The flag older backends set (MappedPinnedBackend did), declared or not: an ability now.
 struct OldFreeWaitsFlag : EventsAllRight {
-    static constexpr backend_abilities abilities = backend_ability::events;
+    static constexpr BackendAbilities abilities = BackendAbility::events;
     static constexpr bool free_waits_for_events = true;
 };
 static_assert(!Backend<OldFreeWaitsFlag>);
@@ -299,7 +299,7 @@ static_assert(!Backend<MisspeltFreeWaits>);
 // --- backend_traits calls only what is declared.
 
 struct Counting : Good {
-    static constexpr backend_abilities abilities = backend_ability::abandon;
+    static constexpr BackendAbilities abilities = BackendAbility::abandon;
     int abandoned = 0;
     void abandon() noexcept { ++abandoned; }
 };

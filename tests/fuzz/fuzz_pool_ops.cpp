@@ -55,7 +55,7 @@ class FuzzBackend {
 public:
     using memory_type = FuzzMemory;
     using event_type = FuzzEvent;
-    static constexpr backend_abilities abilities = backend_ability::events;
+    static constexpr BackendAbilities abilities = BackendAbility::events;
     static constexpr std::size_t max_alloc = std::size_t{1} << 22;
 
     FuzzBackend(std::shared_ptr<Ledger> ledger, std::shared_ptr<std::uint64_t> serials)

@@ -20,7 +20,7 @@ struct CappedEventMockBackend : MockBackend {
         const std::atomic<bool>* done;
     };
     using event_type = Event;
-    static constexpr backend_abilities abilities = backend_ability::events;
+    static constexpr BackendAbilities abilities = BackendAbility::events;
     static bool event_complete(const Event& e) noexcept { return e.done->load(); }
     static void wait_for(const Event*, std::size_t) noexcept {}
 };

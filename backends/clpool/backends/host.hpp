@@ -75,7 +75,7 @@ public:
     using memory_type = HostMemory;
     using sub_memory_type = HostRange;  // SubAllocated<HostBackend>'s blocks
     // No events (host memory is never used by queued work), nothing to abandon.
-    static constexpr backend_abilities abilities = backend_ability::none;
+    static constexpr BackendAbilities abilities = BackendAbility::none;
 
     // alignment: a power of two (default 4096, a page, as OpenCL drivers align
     // host-pinned memory). max_alloc: the largest allocation to accept.

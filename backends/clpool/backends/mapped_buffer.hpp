@@ -23,7 +23,7 @@ namespace clpool {
 // releases the buffer; it never throws. Whoever destroys it must make sure no
 // enqueued copy still uses host(): the pool does (it waits for a pending
 // buffer's events first: MappedPinnedBackend declares
-// backend_ability::free_waits_for_events).
+// BackendAbility::free_waits_for_events).
 // Not thread-safe itself; distinct objects may be used from any threads.
 class MappedBuffer {
 public:

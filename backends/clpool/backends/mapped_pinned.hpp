@@ -74,8 +74,8 @@ public:
     // buffer's pending events before freeing it, as the driver's reference
     // count does not cover a copy that uses host() of a buffer it does not
     // name (backend_traits, pool.hpp).
-    static constexpr backend_abilities abilities =
-        backend_ability::events | backend_ability::abandon | backend_ability::free_waits_for_events;
+    static constexpr BackendAbilities abilities =
+        BackendAbility::events | BackendAbility::abandon | BackendAbility::free_waits_for_events;
 
     // Maps on a queue of its own on the context's first device. Throws driver_error.
     MappedPinnedBackend(const cl::Context& context, cl_mem_flags access_flags = CL_MEM_READ_WRITE)

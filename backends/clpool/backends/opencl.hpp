@@ -223,7 +223,7 @@ public:
     using sub_memory_type = cl::Buffer;  // SubAllocated<OpenCLBackend>'s blocks: sub-buffers
     using event_type = cl::Event;
     // event_complete and wait_for (release_after); abandon (a fork child).
-    static constexpr backend_abilities abilities = backend_ability::events | backend_ability::abandon;
+    static constexpr BackendAbilities abilities = BackendAbility::events | BackendAbility::abandon;
 
     // Uses the first device of the context for committing and for the
     // device facts (max allocation: the smallest over the context's devices).

@@ -252,17 +252,17 @@ private:
 
 namespace detail {
 // The parent's events, forwarded when it has them (an undeclared member would be refused).
-template <class B, bool = backend_declares<B, backend_ability::events>>
+template <class B, bool = backend_declares<B, BackendAbility::events>>
 struct forward_events {
-    static constexpr backend_abilities abilities = backend_ability::sub_allocates | backend_ability::abandon;
+    static constexpr BackendAbilities abilities = BackendAbility::sub_allocates | BackendAbility::abandon;
 };
 template <class B>
 struct forward_events<B, true> {
     // A block's range is reused by other blocks once released, which the
     // driver's reference count on the view does not guard: the pool waits for
     // a released block's events before it gives the range back.
-    static constexpr backend_abilities abilities = backend_ability::sub_allocates | backend_ability::abandon |
-                                                   backend_ability::events | backend_ability::free_waits_for_events;
+    static constexpr BackendAbilities abilities = BackendAbility::sub_allocates | BackendAbility::abandon |
+                                                  BackendAbility::events | BackendAbility::free_waits_for_events;
     using event_type = typename B::event_type;
     static bool event_complete(const event_type& e) noexcept { return B::event_complete(e); }
     static void wait_for(const event_type* events, std::size_t n) noexcept { B::wait_for(events, n); }

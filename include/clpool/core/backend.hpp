@@ -35,12 +35,12 @@ struct Allocation {
 // What a backend can do beyond making memory. A backend declares its
 // abilities, and then must have the members each one names:
 //
-//   static constexpr clpool::backend_abilities abilities =
-//       clpool::backend_ability::events | clpool::backend_ability::abandon;
+//   static constexpr clpool::BackendAbilities abilities =
+//       clpool::BackendAbility::events | clpool::BackendAbility::abandon;
 //
-// No declaration means backend_ability::none. Pool and Handle use an optional
+// No declaration means BackendAbility::none. Pool and Handle use an optional
 // member only through backend_traits<B> (below), and only when declared.
-enum class backend_ability : unsigned {
+enum class BackendAbility : unsigned {
     none = 0,
     // `using event_type` (copyable),
     // `static bool event_complete(const event_type&) noexcept`,
@@ -72,14 +72,18 @@ enum class backend_ability : unsigned {
     // backend grow (allocate), and trim() calls release_empty().
     sub_allocates = 1u << 3,
 };
-// A set of abilities: backend_ability values joined with |.
-using backend_abilities = backend_ability;
+// A set of abilities: BackendAbility values joined with |.
+using BackendAbilities = BackendAbility;
+// The snake_case spellings, kept for one minor version so that backends
+// written against them still compile (with a warning that names the new one).
+using backend_ability [[deprecated("use clpool::BackendAbility")]] = BackendAbility;
+using backend_abilities [[deprecated("use clpool::BackendAbilities")]] = BackendAbilities;
 
-constexpr backend_abilities operator|(backend_abilities a, backend_abilities b) noexcept {
-    return static_cast<backend_abilities>(static_cast<unsigned>(a) | static_cast<unsigned>(b));
+constexpr BackendAbilities operator|(BackendAbilities a, BackendAbilities b) noexcept {
+    return static_cast<BackendAbilities>(static_cast<unsigned>(a) | static_cast<unsigned>(b));
 }
 // True when every ability of `wanted` is in `set`.
-constexpr bool has_abilities(backend_abilities set, backend_abilities wanted) noexcept {
+constexpr bool has_abilities(BackendAbilities set, BackendAbilities wanted) noexcept {
     return (static_cast<unsigned>(set) & static_cast<unsigned>(wanted)) == static_cast<unsigned>(wanted);
 }
 
@@ -113,26 +117,26 @@ concept backend_name = requires(const B& cb) {
 
 // --- The abilities.
 
-// No `abilities` member, or a `static constexpr backend_abilities abilities`.
+// No `abilities` member, or a `static constexpr BackendAbilities abilities`.
 template <class B>
 concept backend_abilities_declaration = !requires { B::abilities; } || requires {
-    requires std::same_as<decltype(B::abilities), const backend_abilities>;
-    typename std::integral_constant<backend_abilities, B::abilities>;  // a constant expression
+    requires std::same_as<decltype(B::abilities), const BackendAbilities>;
+    typename std::integral_constant<BackendAbilities, B::abilities>;  // a constant expression
 };
 
 namespace detail {
 template <class B>
-consteval backend_abilities declared_abilities() noexcept {
+consteval BackendAbilities declared_abilities() noexcept {
     if constexpr (requires { B::abilities; } && backend_abilities_declaration<B>) return B::abilities;
-    else return backend_ability::none;
+    else return BackendAbility::none;
 }
 }  // namespace detail
 
 // B declares ability A (in a well-formed `abilities`).
-template <class B, backend_ability A>
+template <class B, BackendAbility A>
 concept backend_declares = has_abilities(detail::declared_abilities<B>(), A);
 
-// backend_ability::events, member by member.
+// BackendAbility::events, member by member.
 template <class B>
 concept backend_event_type = requires { typename B::event_type; } && std::copyable<typename B::event_type>;
 template <class B>
@@ -146,13 +150,13 @@ concept backend_wait_for = backend_event_type<B> && requires(const typename B::e
 template <class B>
 concept backend_events = backend_event_type<B> && backend_event_complete<B> && backend_wait_for<B>;
 
-// backend_ability::abandon.
+// BackendAbility::abandon.
 template <class B>
 concept backend_abandon = requires(B& b) {
     { b.abandon() } noexcept -> std::same_as<void>;
 };
 
-// backend_ability::sub_allocates.
+// BackendAbility::sub_allocates.
 template <class B>
 concept backend_sub_allocates =
     backend_memory<B> && requires(B& b, const B& cb, std::size_t n, MemoryKind k, PoolStats& s,
@@ -164,9 +168,9 @@ concept backend_sub_allocates =
         { cb.place_of(m) } noexcept -> std::same_as<std::pair<std::uintptr_t, std::size_t>>;
     };
 
-// backend_ability::free_waits_for_events: waits with the events' members.
+// BackendAbility::free_waits_for_events: waits with the events' members.
 template <class B>
-concept backend_free_waits_for_events = backend_declares<B, backend_ability::events> && backend_events<B>;
+concept backend_free_waits_for_events = backend_declares<B, BackendAbility::events> && backend_events<B>;
 
 namespace detail {
 // Members an ability names, present whether or not it is declared. A backend
@@ -181,7 +185,7 @@ template <class B>
 concept has_sub_allocation_members = requires { &B::allocate_held; } || requires { &B::release_empty; } || requires {
     &B::add_stats;
 } || requires { &B::add_segments; } || requires { &B::place_of; };
-// The bool flag older backends set; now backend_ability::free_waits_for_events.
+// The bool flag older backends set; now BackendAbility::free_waits_for_events.
 template <class B>
 concept has_free_waits_member = requires { B::free_waits_for_events; };
 }  // namespace detail
@@ -191,13 +195,13 @@ concept has_free_waits_member = requires { B::free_waits_for_events; };
 template <class B>
 concept Backend =
     std::move_constructible<B> && backend_memory<B> && backend_limits<B> && backend_allocate<B> && backend_name<B> &&
-    backend_abilities_declaration<B> && (!backend_declares<B, backend_ability::events> || backend_events<B>) &&
-    (!backend_declares<B, backend_ability::abandon> || backend_abandon<B>) &&
-    (!backend_declares<B, backend_ability::free_waits_for_events> || backend_free_waits_for_events<B>) &&
-    (!backend_declares<B, backend_ability::sub_allocates> || backend_sub_allocates<B>) &&
-    (backend_declares<B, backend_ability::sub_allocates> || !detail::has_sub_allocation_members<B>) &&
-    (backend_declares<B, backend_ability::events> || !detail::has_event_members<B>) &&
-    (backend_declares<B, backend_ability::abandon> || !detail::has_abandon_member<B>) &&
+    backend_abilities_declaration<B> && (!backend_declares<B, BackendAbility::events> || backend_events<B>) &&
+    (!backend_declares<B, BackendAbility::abandon> || backend_abandon<B>) &&
+    (!backend_declares<B, BackendAbility::free_waits_for_events> || backend_free_waits_for_events<B>) &&
+    (!backend_declares<B, BackendAbility::sub_allocates> || backend_sub_allocates<B>) &&
+    (backend_declares<B, BackendAbility::sub_allocates> || !detail::has_sub_allocation_members<B>) &&
+    (backend_declares<B, BackendAbility::events> || !detail::has_event_members<B>) &&
+    (backend_declares<B, BackendAbility::abandon> || !detail::has_abandon_member<B>) &&
     !detail::has_free_waits_member<B>;
 
 namespace detail {
@@ -231,38 +235,38 @@ consteval bool diagnose_backend() {
                   "std::string");
     static_assert(
         backend_abilities_declaration<B>,
-        "clpool: the backend's `abilities` must be `static constexpr clpool::backend_abilities abilities = ...`");
-    if constexpr (backend_declares<B, backend_ability::events>) {
+        "clpool: the backend's `abilities` must be `static constexpr clpool::BackendAbilities abilities = ...`");
+    if constexpr (backend_declares<B, BackendAbility::events>) {
         static_assert(
             backend_event_type<B>,
-            "clpool: the backend declares backend_ability::events but has no copyable `using event_type = ...`");
+            "clpool: the backend declares BackendAbility::events but has no copyable `using event_type = ...`");
         if constexpr (backend_event_type<B>) {
             static_assert(backend_event_complete<B>,
-                          "clpool: the backend declares backend_ability::events but has no "
+                          "clpool: the backend declares BackendAbility::events but has no "
                           "`static bool event_complete(const event_type&) noexcept`");
             static_assert(backend_wait_for<B>,
-                          "clpool: the backend declares backend_ability::events but has no "
+                          "clpool: the backend declares BackendAbility::events but has no "
                           "`static void wait_for(const event_type*, std::size_t) noexcept`");
         }
     } else {
         static_assert(!has_event_members<B>,
                       "clpool: the backend has `event_type`, `event_complete` or `wait_for` but does not declare "
-                      "backend_ability::events in `abilities` (an undeclared member would go unused)");
-        static_assert(!backend_declares<B, backend_ability::free_waits_for_events>,
-                      "clpool: the backend declares backend_ability::free_waits_for_events without "
-                      "backend_ability::events (it waits with `event_type` and `wait_for`)");
+                      "BackendAbility::events in `abilities` (an undeclared member would go unused)");
+        static_assert(!backend_declares<B, BackendAbility::free_waits_for_events>,
+                      "clpool: the backend declares BackendAbility::free_waits_for_events without "
+                      "BackendAbility::events (it waits with `event_type` and `wait_for`)");
     }
-    if constexpr (backend_declares<B, backend_ability::abandon>) {
+    if constexpr (backend_declares<B, BackendAbility::abandon>) {
         static_assert(backend_abandon<B>,
-                      "clpool: the backend declares backend_ability::abandon but has no `void abandon() noexcept`");
+                      "clpool: the backend declares BackendAbility::abandon but has no `void abandon() noexcept`");
     } else {
         static_assert(!has_abandon_member<B>,
-                      "clpool: the backend has `abandon()` but does not declare backend_ability::abandon in "
+                      "clpool: the backend has `abandon()` but does not declare BackendAbility::abandon in "
                       "`abilities` (an undeclared member would go unused)");
     }
-    if constexpr (backend_declares<B, backend_ability::sub_allocates>) {
+    if constexpr (backend_declares<B, BackendAbility::sub_allocates>) {
         static_assert(backend_sub_allocates<B>,
-                      "clpool: the backend declares backend_ability::sub_allocates but lacks one of "
+                      "clpool: the backend declares BackendAbility::sub_allocates but lacks one of "
                       "`Allocation<memory_type> allocate_held(std::size_t, MemoryKind) noexcept`, "
                       "`std::size_t release_empty() noexcept`, `void add_stats(PoolStats&) const noexcept`, "
                       "`void add_segments(std::vector<SegmentInfo>&) const`, "
@@ -271,11 +275,11 @@ consteval bool diagnose_backend() {
         static_assert(!has_sub_allocation_members<B>,
                       "clpool: the backend has `allocate_held`, `release_empty`, `add_stats`, `add_segments` or "
                       "`place_of` but does not declare "
-                      "backend_ability::sub_allocates in `abilities` (an undeclared member would go unused)");
+                      "BackendAbility::sub_allocates in `abilities` (an undeclared member would go unused)");
     }
     static_assert(!has_free_waits_member<B>,
                   "clpool: the backend has a `free_waits_for_events` member; declare "
-                  "backend_ability::free_waits_for_events in `abilities` instead");
+                  "BackendAbility::free_waits_for_events in `abilities` instead");
     return Backend<B>;
 }
 }  // namespace detail
@@ -287,9 +291,9 @@ template <class B>
 concept CheckedBackend = Backend<B> || detail::diagnose_backend<B>();
 
 namespace detail {
-// The event type of a backend without backend_ability::events.
+// The event type of a backend without BackendAbility::events.
 struct no_event {};
-template <class B, bool = backend_declares<B, backend_ability::events>>
+template <class B, bool = backend_declares<B, BackendAbility::events>>
 struct event_type_of {
     using type = no_event;
 };
@@ -303,13 +307,13 @@ struct event_type_of<B, true> {
 // backend declared, or the neutral thing when it declared nothing.
 template <Backend B>
 struct backend_traits {
-    static constexpr backend_abilities abilities = detail::declared_abilities<B>();
-    static constexpr bool has_events = has_abilities(abilities, backend_ability::events);
-    static constexpr bool has_abandon = has_abilities(abilities, backend_ability::abandon);
-    static constexpr bool free_waits_for_events = has_abilities(abilities, backend_ability::free_waits_for_events);
-    static constexpr bool sub_allocates = has_abilities(abilities, backend_ability::sub_allocates);
+    static constexpr BackendAbilities abilities = detail::declared_abilities<B>();
+    static constexpr bool has_events = has_abilities(abilities, BackendAbility::events);
+    static constexpr bool has_abandon = has_abilities(abilities, BackendAbility::abandon);
+    static constexpr bool free_waits_for_events = has_abilities(abilities, BackendAbility::free_waits_for_events);
+    static constexpr bool sub_allocates = has_abilities(abilities, BackendAbility::sub_allocates);
 
-    // B::event_type with backend_ability::events, else detail::no_event.
+    // B::event_type with BackendAbility::events, else detail::no_event.
     using event_type = typename detail::event_type_of<B>::type;
 
     // Whether the work behind `e` is done (no events: always).

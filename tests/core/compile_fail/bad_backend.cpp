@@ -30,20 +30,20 @@ struct Base {
 struct Bad : Base {
 #if CLPOOL_BAD_CASE == 1 || CLPOOL_BAD_CASE == 10  // events: event_complete not noexcept
     using event_type = Event;
-    static constexpr clpool::backend_abilities abilities = clpool::backend_ability::events;
+    static constexpr clpool::BackendAbilities abilities = clpool::BackendAbility::events;
     static bool event_complete(const Event&) { return true; }
     static void wait_for(const Event*, std::size_t) noexcept {}
 #elif CLPOOL_BAD_CASE == 2  // events: no event_type
-    static constexpr clpool::backend_abilities abilities = clpool::backend_ability::events;
+    static constexpr clpool::BackendAbilities abilities = clpool::BackendAbility::events;
 #elif CLPOOL_BAD_CASE == 3  // events: no wait_for
     using event_type = Event;
-    static constexpr clpool::backend_abilities abilities = clpool::backend_ability::events;
+    static constexpr clpool::BackendAbilities abilities = clpool::BackendAbility::events;
     static bool event_complete(const Event&) noexcept { return true; }
 #elif CLPOOL_BAD_CASE == 4  // abandon: not noexcept
-    static constexpr clpool::backend_abilities abilities = clpool::backend_ability::abandon;
+    static constexpr clpool::BackendAbilities abilities = clpool::BackendAbility::abandon;
     void abandon() {}
 #elif CLPOOL_BAD_CASE == 5  // free_waits_for_events without events
-    static constexpr clpool::backend_abilities abilities = clpool::backend_ability::free_waits_for_events;
+    static constexpr clpool::BackendAbilities abilities = clpool::BackendAbility::free_waits_for_events;
 #elif CLPOOL_BAD_CASE == 6  // event members, events not declared
     using event_type = Event;
     static bool event_complete(const Event&) noexcept { return true; }
@@ -52,7 +52,7 @@ struct Bad : Base {
     void abandon() noexcept {}
 #elif CLPOOL_BAD_CASE == 8  // the old free_waits_for_events flag
     using event_type = Event;
-    static constexpr clpool::backend_abilities abilities = clpool::backend_ability::events;
+    static constexpr clpool::BackendAbilities abilities = clpool::BackendAbility::events;
     static bool event_complete(const Event&) noexcept { return true; }
     static void wait_for(const Event*, std::size_t) noexcept {}
     static constexpr bool free_waits_for_events = true;

@@ -17,7 +17,7 @@ struct Free {
 class CountingBackend {
 public:
     using memory_type = std::unique_ptr<std::byte, Free>;
-    static constexpr clpool::backend_abilities abilities = clpool::backend_ability::none;
+    static constexpr clpool::BackendAbilities abilities = clpool::BackendAbility::none;
 
     explicit CountingBackend(std::size_t* created) : created_(created) {}
     std::size_t max_alloc_size() const noexcept { return std::size_t{1} << 30; }
