@@ -1,6 +1,7 @@
 // First hour, docs/TRANSFERS.md: an engine loop. Each step uploads its input into a pooled buffer,
 // runs a kernel on it, downloads the result and hands the buffer back with release_after.
 #include <clpool/clpool.hpp>
+#include <clpool/interop/transfer.hpp>
 
 #include <cstdio>
 #include <iostream>

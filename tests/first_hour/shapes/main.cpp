@@ -1,5 +1,7 @@
 // First hour, docs/SHAPES.md: interned shapes, and their device copy uploaded once.
 #include <clpool/clpool.hpp>
+#include <clpool/shapes/shape_mirror.hpp>
+#include <clpool/shapes/shape_trie.hpp>
 
 #include <cstdint>
 #include <iostream>
