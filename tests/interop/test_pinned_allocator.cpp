@@ -9,6 +9,8 @@
 
 #include <cstdint>
 #include <numeric>
+#include <string>
+#include <utility>
 #include <vector>
 
 using namespace clpool;
@@ -99,6 +101,71 @@ TEST_CASE("get_mapped_pinned_pool(queue) backs the queue constructor") {
     CHECK(&a.pool() == &get_mapped_pinned_pool(env.queue));
     PinnedVector<char> v(5000, 'x', a);
     CHECK(v[4999] == 'x');
+}
+
+// The allocator requirements: a moved-from allocator is unchanged and equal to its new copy. A
+// std::vector moves its allocator when it is moved, so a moved-from PinnedVector, cleared, must
+// still be able to push_back: moving the shared arena out would leave it none.
+TEST_CASE("a moved-from PinnedAllocator, and a moved-from PinnedVector, still allocate from the pool") {
+    auto& env = OpenCLEnv::get();
+    MappedPinnedPool pool(env.context);
+    PinnedAllocator<int> a(pool);
+    PinnedAllocator<int> b(std::move(a));
+    CHECK(a == b);  // NOLINT(bugprone-use-after-move): the requirement under test
+    int* p = nullptr;
+    CHECK_NOTHROW(p = a.allocate(4));
+    b.deallocate(p, 4);  // equal allocators free each other's memory
+    PinnedAllocator<int> c(pool);
+    c = std::move(b);
+    CHECK(b == c);  // NOLINT(bugprone-use-after-move)
+    CHECK(&b.pool() == &pool);
+
+    PinnedVector<int> v{PinnedAllocator<int>(pool)};
+    v.push_back(1);
+    PinnedVector<int> w(std::move(v));
+    v.clear();  // NOLINT(bugprone-use-after-move): a moved-from vector may be reused once cleared
+    REQUIRE_NOTHROW(v.push_back(2));
+    PinnedVector<int> x{PinnedAllocator<int>(pool)};
+    x = std::move(w);  // propagates the allocator
+    w.clear();         // NOLINT(bugprone-use-after-move)
+    REQUIRE_NOTHROW(w.push_back(3));
+    CHECK(x.size() == 1);
+    CHECK(x[0] == 1);
+    CHECK(v.back() == 2);
+    CHECK(w.back() == 3);
+}
+
+namespace {
+struct alignas(4194304) pinned_over_aligned {  // 4 MiB: beyond any driver's mapping we know
+    char c;
+};
+}  // namespace
+
+// A T aligned beyond the driver's mapping of the pinned buffer (PoCL's: 128 or 1024 bytes, so
+// alignas(4096) is enough) cannot be served; the caller must learn both the alignment asked for
+// and the one the mapping has, which a bare std::bad_alloc would not tell.
+TEST_CASE("PinnedAllocator: a T aligned beyond the mapping is a size_error naming both alignments") {
+    auto& env = OpenCLEnv::get();
+    MappedPinnedPool pool(env.context);
+    PinnedAllocator<pinned_over_aligned> a(pool);
+    constexpr std::size_t asked = alignof(pinned_over_aligned);
+    try {
+        pinned_over_aligned* p = a.allocate(1);
+        // A driver that maps this aligned serves it, aligned.
+        CHECK(reinterpret_cast<std::uintptr_t>(p) % asked == 0);
+        a.deallocate(p, 1);
+    } catch (const size_error& e) {
+        const std::string what = e.what();
+        CAPTURE(what);
+        CHECK(e.requested() == asked);
+        CHECK(e.limit() < asked);
+        CHECK(e.limit() > 0);
+        CHECK(what.find("aligned to " + std::to_string(asked)) != std::string::npos);
+        CHECK(what.find("(limit " + std::to_string(e.limit()) + " bytes)") != std::string::npos);
+    } catch (const std::exception& e) {
+        FAIL_CHECK("expected size_error, got: ", std::string(e.what()));
+    }
+    CHECK(pool.stats().bytes_in_use == 0);  // the buffer went back to the pool
 }
 
 #endif  // CLPOOL_HAS_OPENCL

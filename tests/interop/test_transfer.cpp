@@ -273,7 +273,7 @@ TEST_CASE("bad transfers are refused with the numbers, and nothing is written") 
         CHECK(std::string(e.what()).find("991") != std::string::npos);
         CHECK(std::string(e.what()).find("offset 10") != std::string::npos);
         CHECK(e.limit() == 1000);
-        // Nothing was being allocated: the message is about the transfer (issue 17).
+        // Nothing was being allocated: the message names the transfer, not an allocation.
         CHECK(std::string(e.what()).find("allocate") == std::string::npos);
         CHECK(std::string(e.what()).find("transfer of 991 bytes at offset 10") != std::string::npos);
         CHECK(std::string(e.what()).find("1000-byte") != std::string::npos);
@@ -316,6 +316,30 @@ TEST_CASE("bad transfers are refused with the numbers, and nothing is written") 
     // Zero bytes is fine anywhere inside, including the end.
     upload(env.queue, dev, 1000, src.data(), 0, o).wait();
     download(env.queue, src.data(), dev, 0, 0, o).wait();
+}
+
+// A null cl::Buffer or cl::CommandQueue is the caller's mistake, refused as an empty handle is:
+// passed on to the driver, it would come back as a bare driver code (CL_INVALID_MEM_OBJECT from
+// clGetMemObjectInfo) naming neither the argument nor the mistake.
+TEST_CASE("upload and download refuse a null cl::Buffer or cl::CommandQueue with a usage_error naming it") {
+    auto& env = OpenCLEnv::get();
+    BufferPool device(env.context);
+    auto dev = device.allocate(64);
+    std::vector<unsigned char> host(64, 7);
+    const cl::Buffer null_buffer;
+    const cl::CommandQueue null_queue;
+    CHECK_THROWS_WITH_AS(upload(env.queue, null_buffer, 0, host.data(), 16),
+                         doctest::Contains("clpool: upload of 16 bytes at offset 0 into a null cl::Buffer"),
+                         usage_error);
+    CHECK_THROWS_WITH_AS(download(env.queue, host.data(), null_buffer, 4, 16),
+                         doctest::Contains("clpool: download of 16 bytes at offset 4 from a null cl::Buffer"),
+                         usage_error);
+    CHECK_THROWS_WITH_AS(upload(env.queue, null_buffer, 0, host.data(), 0), doctest::Contains("null cl::Buffer"),
+                         usage_error);
+    CHECK_THROWS_WITH_AS(upload(null_queue, dev.buffer(), 0, host.data(), 16),
+                         doctest::Contains("clpool: upload of 16 bytes on a null cl::CommandQueue"), usage_error);
+    CHECK_THROWS_WITH_AS(download(null_queue, host.data(), dev, 0, 16),
+                         doctest::Contains("clpool: download of 16 bytes on a null cl::CommandQueue"), usage_error);
 }
 
 TEST_CASE("CLPOOL_PINNED_H2D / CLPOOL_ASYNC_H2D values parse or fail naming the variable") {
