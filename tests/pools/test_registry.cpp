@@ -1,4 +1,10 @@
-// Per-context pools: one per cl_context, the same object from every thread.
+// Per-context pools: one per cl_context, the same object from every thread; a pool whose
+// construction throws, or a queue whose registration runs out of host memory, leaves the registry
+// as usable as before.
+//
+// Settings are read once per process, so the case that needs CLPOOL_MAX_CACHED_GB set before
+// clpool first reads it runs this binary again as a child with the variable set (the
+// "registry child:" case, skipped unless its parent asks for it).
 #include "pool_factory.hpp"
 
 #include <doctest/doctest.h>
@@ -8,6 +14,18 @@
 #include <vector>
 
 #ifdef CLPOOL_HAS_OPENCL
+#include "alloc_counter.hpp"
+#include "opencl_env.hpp"
+#include "rerun_self.hpp"
+#include "sanitizers.hpp"
+
+#include <clpool/pools/process_snapshot.hpp>
+
+#include <algorithm>
+#include <cstdlib>
+#include <memory>
+#include <string>
+
 using namespace clpool;
 using namespace clpool::test;
 
@@ -56,4 +74,74 @@ TEST_CASE("get_*_pool returns one pool per context, the same from every thread a
     CHECK(get_pinned_pool(other_q).stats().bytes_cached == 0);
     release_pools(other);  // the context can now go
 }
+
+// The map slot of a pool is made only once its constructor returned: a constructor that throws
+// (here config_error from an invalid CLPOOL_MAX_CACHED_GB, for the persistent pool) must leave no
+// empty slot, which size() would count and which snapshot_all(), shutdown()'s trim and
+// release_pools() would dereference.
+TEST_CASE("registry child: a pool whose construction throws leaves no empty slot in the registry" * doctest::skip()) {
+    const auto& q = test::OpenCLEnv::get().queue;
+    CHECK_THROWS_AS(get_persistent_pool(q), config_error);
+    CHECK_THROWS_AS(get_persistent_pool(q), config_error);  // again: the same answer, not a dangling slot
+    auto* reg = detail::context_registry<PersistentBufferPool>::existing();
+    REQUIRE(reg);
+    CHECK(reg->size() == 0);
+    const ProcessSnapshot s = snapshot_all();  // would dereference an empty slot
+    for (const auto& p : s.pools) CHECK(p.pool.rfind("PersistentBufferPool", 0) != 0);
+    CHECK(reg->trim_all() == 0);  // what shutdown() runs
+    release_pools(test::OpenCLEnv::get().context);
+}
+
+TEST_CASE("registry: a pool constructor that throws leaves the registry usable (snapshot, trim, release)") {
+    CHECK(test::rerun_self("CLPOOL_MAX_CACHED_GB=12x", "registry child: a pool whose construction throws*") == 0);
+}
+
+// Only where operator new is the tests' own, which can fail on demand (sanitizers.hpp).
+#if CLPOOL_TEST_COUNTS_NEW
+namespace {
+bool registry_has_queue(cl_command_queue q) {
+    const auto qs = registered_queues();
+    return std::find(qs.begin(), qs.end(), q) != qs.end();
+}
+}  // namespace
+
+// queue_registry::add never throws and, out of host memory, records nothing. A queue must count
+// as seen by get() only once it is registered: otherwise no later get_*_pool call with it would
+// try again, and it would never be finished at exit or by shutdown().
+TEST_CASE("registry: a queue whose exit registration failed out of memory is registered by the next get") {
+    auto& env = test::OpenCLEnv::get();
+    (void)get_buffer_pool(env.queue);  // the context's pool exists: get() allocates only for the queue
+    std::vector<std::unique_ptr<cl::CommandQueue>> queues;
+    cl_command_queue failed = nullptr;
+    // The registry's vector grows now and then (at powers of two): a queue whose push_back needs
+    // room, with that allocation failing (the first or the second of get()'s allocations).
+    for (int i = 0; i < 64 && !failed; ++i) {
+        cl_int err = CL_SUCCESS;
+        queues.push_back(
+            std::make_unique<cl::CommandQueue>(clCreateCommandQueue(env.context(), env.device(), 0, &err), false));
+        REQUIRE(err == CL_SUCCESS);
+        const cl_command_queue q = (*queues.back())();
+        for (std::size_t nth : {1, 2}) {
+            bool threw = false;
+            {
+                test::FailNthAllocation fail(nth);
+                try {
+                    (void)get_buffer_pool(*queues.back());
+                } catch (const std::bad_alloc&) {
+                    threw = true;
+                }
+            }
+            if (!threw && !registry_has_queue(q)) {
+                failed = q;
+                break;
+            }
+        }
+    }
+    REQUIRE_MESSAGE(failed, "no registration failed: the registry never needed room");
+    (void)get_buffer_pool(*queues.back());  // host memory is back
+    CHECK(registry_has_queue(failed));
+    release_pools(env.context);  // forgets these queues before they go
+}
+#endif
+
 #endif
