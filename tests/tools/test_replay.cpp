@@ -48,6 +48,13 @@ constexpr std::string_view worked =
     "15000 free 7\n"
     "16000 alloc 8 0x2 0x1 256\n";
 
+Config pow2_config() {
+    Config c;
+    c.name = "pow2";
+    c.spec = "buckets=pow2";
+    return c;
+}
+
 }  // namespace
 
 TEST_CASE("a valid trace parses into events, frees carrying their alloc's size") {
@@ -151,6 +158,41 @@ TEST_CASE("a quoted bad line shows control bytes escaped and is cut at 80 charac
     CHECK(l2 == 2);
     CHECK(m2.find("...'") != std::string::npos);
     CHECK(m2.size() < 250);
+}
+
+// "clpool-trace 1 " (trailing blanks, common in a hand-written trace) has the supported version:
+// the error must say what is wrong with the line, not that the version is unsupported.
+TEST_CASE("replay: trailing blanks after the header are named as such, not as an unsupported version") {
+    for (const char* text : {"clpool-trace 1 \n1 alloc 1 0x1 0x1 8\n", "clpool-trace 1\t\r\n"}) {
+        CAPTURE(text);
+        try {
+            parse_trace(text);
+            FAIL("parsed");
+        } catch (const trace_error& e) {
+            CHECK(e.line() == 1);
+            const std::string what = e.what();
+            CHECK(what.find("unsupported") == std::string::npos);
+            CHECK(what.find("trailing") != std::string::npos);
+        }
+    }
+}
+
+// Sizes up to 2^64-1 parse, but live bytes that add past it (two allocations of 2^63) would wrap:
+// the "no pool" replay would hold 0 bytes after the second and report a peak of 2^63.
+TEST_CASE("replay: live bytes past 2^64-1 are a trace error naming the line and the size") {
+    constexpr std::string_view text =
+        "clpool-trace 1\n"
+        "1 alloc 1 0x1 0x1 9223372036854775808\n"
+        "2 alloc 2 0x1 0x1 9223372036854775808\n";
+    try {
+        parse_trace(text);
+        FAIL("parsed");
+    } catch (const trace_error& e) {
+        CHECK(e.line() == 3);
+        const std::string what = e.what();
+        CHECK(what.find("9223372036854775808") != std::string::npos);
+        CHECK(what.find("18446744073709551615") != std::string::npos);
+    }
 }
 
 TEST_CASE("--config text becomes a configuration; bad keys and values are named") {
@@ -263,6 +305,68 @@ TEST_CASE("a simulated capacity fails what does not fit, after the pool trims an
     CHECK(fits.peak_held == 1118720 + 8192);
 }
 
+// CL_MEM_USE_HOST_PTR buffers "count as held but are never refused" (docs/TOOLS.md), so they can
+// take the bytes held past the simulated capacity. A pooled allocation must then still make the
+// pool trim its idle buffers (the room left is none, not `capacity - held` wrapped around), or the
+// replay holds more than a real device could and the capacity search reports one too small.
+TEST_CASE("replay: a pooled allocation past the capacity still trims when pass-through buffers fill it") {
+    constexpr std::string_view text =
+        "clpool-trace 1\n"
+        "1 alloc 1 0x1 0x1 4096\n"  // a miss; cached 4096 after its free
+        "2 free 1\n"
+        "3 alloc 2 0x1 0x9 1024\n"  // USE_HOST_PTR: held 5120
+        "4 alloc 3 0x1 0x1 2048\n"  // a miss: live 3072, held 7168 unless the cache is trimmed
+        "5 free 3\n"
+        "6 free 2\n"
+        "7 alloc 4 0x1 0x1 4096\n"  // a hit only if 4096 was kept
+        "8 free 4\n";
+    const Trace trace = parse_trace(text);
+    const std::size_t peak_live = run_unpooled(trace).peak_held;
+    REQUIRE(peak_live == 4096);
+
+    Target sim;
+    sim.what = Target::type::sim;
+    sim.capacity = 4096;
+    const Result r = run(trace, pow2_config(), sim);
+    CHECK(r.failed == 0);
+    // After the pooled allocation of 2048, the idle 4096 has gone back: 1024 + 2048 held.
+    CHECK(r.held[3] == 3072);
+
+    // Keeping the 4096 buffer (the only way to hit on event 7) takes 4096 + 1024 + 2048 bytes.
+    const CapacityResult s = min_capacity(trace, pow2_config(), Requirement{0.5, 2}, peak_live, 1);
+    REQUIRE(s.capacity.has_value());
+    CHECK(*s.capacity == 7168);
+}
+
+// CL_MEM_USE_HOST_PTR buffers are added to the bytes held without a check (they are never
+// refused), so on the simulation a pool's cached bytes plus a pass-through buffer can pass
+// 2^64-1: that is an error naming the line, not a held count wrapped to 0 and a peak that
+// misses the buffer.
+TEST_CASE("replay: bytes held past 2^64-1 by a pass-through buffer are an error naming the line") {
+    constexpr std::string_view text =
+        "clpool-trace 1\n"
+        "1 alloc 1 0x1 0x1 4611686018427387904\n"  // 2^62, pooled
+        "2 alloc 2 0x1 0x1 4611686018427387904\n"
+        "3 alloc 3 0x1 0x1 4611686018427387904\n"
+        "4 free 1\n"
+        "5 free 2\n"
+        "6 free 3\n"                               // 3 * 2^62 cached
+        "7 alloc 4 0x1 0x9 4611686018427387904\n"  // USE_HOST_PTR: 2^62 more
+        "8 free 4\n";
+    const Trace trace = parse_trace(text);
+    Target sim;
+    sim.what = Target::type::sim;
+    try {
+        const Result r = run(trace, pow2_config(), sim);
+        FAIL("replayed, peak held " << r.peak_held);
+    } catch (const trace_error& e) {
+        CHECK(e.line() == 8);
+        const std::string what = e.what();
+        CHECK(what.find("4611686018427387904") != std::string::npos);
+        CHECK(what.find("pow2") != std::string::npos);
+    }
+}
+
 TEST_CASE("the capacity search finds the smallest capacity worked out by hand") {
     const Trace t = parse_trace(worked);
     const std::size_t live = run_unpooled(t).peak_held;
@@ -342,6 +446,20 @@ TEST_CASE("buckets=arena takes the arena's options; they apply to it only and ar
                          config_spec_error);
     CHECK_THROWS_WITH_AS(parse_config("buckets=arena,segment=big", 1), doctest::Contains("segment='big'"),
                          config_spec_error);
+}
+
+// parse_config checks small <= segment <= large-segment (docs/TOOLS.md); ArenaOptions::large_limit,
+// which is no --config key, must follow, so that a documented-valid 'small=16MiB,segment=16MiB'
+// replays instead of throwing config_error at its first allocation naming a key the user cannot set.
+TEST_CASE("replay: an arena --config with small above 10 MiB replays") {
+    const Config c = parse_config("buckets=arena,small=16MiB,segment=16MiB,large-segment=20MiB", 1);
+    const Trace trace = parse_trace("clpool-trace 1\n1 alloc 1 0x1 0x1 12582912\n2 free 1\n3 alloc 2 0x1 0x1 4096\n");
+    Target sim;
+    sim.what = Target::type::sim;
+    Result r;
+    CHECK_NOTHROW(r = run(trace, c, sim));
+    CHECK(r.failed == 0);
+    CHECK(r.allocations == 2);
 }
 
 TEST_CASE("the arena replays the worked trace from one small segment per pool") {
