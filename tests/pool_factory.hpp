@@ -26,6 +26,23 @@ Limits default_limits() {
 template <class Buckets, class Flags, class Limits, class Locks>
 using MockArenaPool = Pool<Buckets, Flags, Limits, Locks, SubAllocated<MockBackend>>;
 
+// Arena options at a test's scale: 64-byte granularity, 16 KiB small and 64 KiB large segments,
+// and every empty segment kept until the driver runs out, so that a few allocations fill a
+// segment and a device of a few segments runs out.
+inline ArenaOptions small_arena_options() {
+    ArenaOptions o;
+    o.granularity = 64;
+    o.small_limit = 4096;
+    o.small_segment = 16384;
+    o.large_segment = 65536;
+    o.large_limit = 32768;
+    o.large_round = 4096;
+    o.min_segment = 65536;
+    o.max_free_fraction = 1.0;
+    o.release_before_new_peak = false;
+    return o;
+}
+
 template <class B>
 struct is_sub_allocated : std::false_type {};
 template <class B>

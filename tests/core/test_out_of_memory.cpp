@@ -1,10 +1,17 @@
-// Out of memory: give the cache back, retry once, then a typed error; nothing leaks.
+// Out of memory: give the cache back, retry once, then a typed error whose report says what was
+// given back, at a cost that does not grow with the history; nothing leaks.
+#include "alloc_counter.hpp"
 #include "pool_factory.hpp"
+#include "sanitizers.hpp"
 
 #include <doctest/doctest.h>
 
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
 #include <new>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -160,5 +167,97 @@ TEST_CASE("the OpenCL backend commits memory at allocation and maps driver codes
     auto r = backend.allocate(0, MemoryKind::device_local);
     CHECK(r.status == AllocStatus::failed);
     CHECK(r.native_code == CL_INVALID_BUFFER_SIZE);
+}
+#endif
+
+// A sub-allocating pool gives its cache back to the arena before it asks the driver for a new
+// segment (Pool::obtain), so by the out-of-memory retry's trim nothing is left cached. The report
+// must still count what the pool gave back on the way, not "0 bytes".
+TEST_CASE("out_of_memory of a sub-allocating pool counts the cache it gave back before the retry") {
+    using P = MockArenaPool<ArenaBuckets, DeviceLocal, Unlimited, SingleMutex>;
+    auto ledger = std::make_shared<Ledger>();
+    ledger->capacity = 65536;  // one large segment
+    P pool(SubAllocated<MockBackend>(MockBackend(ledger), small_arena_options()));
+    pool.allocate(40000).release();  // a cached block of 40960 bytes
+    REQUIRE(pool.stats().bytes_cached == 40960);
+    std::string what;
+    try {
+        (void)pool.allocate(70000);  // a segment of its own, which the device cannot hold
+        FAIL("expected out_of_memory");
+    } catch (const out_of_memory& e) {
+        what = e.what();
+    }
+    INFO(what);
+    CHECK(what.find("given back before the retry: 40960 bytes") != std::string::npos);
+}
+
+// Out-of-memories on two threads at once (two pools here) both write the CLPOOL_OOM_SNAPSHOT
+// dump and both say "snapshot written to": the file must hold one whole snapshot, never a
+// short one written over the start of a longer one, leaving its tail after it.
+TEST_CASE("CLPOOL_OOM_SNAPSHOT: out-of-memories on two threads at once leave one whole snapshot") {
+    using P = MockPool<PowerOfTwoBuckets, DeviceLocal, Unlimited, SingleMutex>;
+    const char* path = "clpool_test_oom_snapshot_race.json";
+    ::setenv("CLPOOL_OOM_SNAPSHOT", path, 1);
+    auto la = std::make_shared<Ledger>(), lb = std::make_shared<Ledger>();
+    P a{MockBackend(la)}, b{MockBackend(lb)};
+    std::vector<P::handle> ka, kb;
+    for (std::size_t i = 0; i < 200; ++i) ka.push_back(a.allocate(100 + i));  // a long snapshot
+    kb.push_back(b.allocate(100));  // a short one
+    la->capacity = la->live_bytes.load();  // the devices are full
+    lb->capacity = lb->live_bytes.load();
+    int bad = 0;
+    for (int round = 0; round < 300 && bad == 0; ++round) {
+        std::thread ta([&] {
+            for (int i = 0; i < 5; ++i) (void)a.try_allocate(1 << 20);
+        });
+        std::thread tb([&] {
+            for (int i = 0; i < 5; ++i) (void)b.try_allocate(1 << 20);
+        });
+        ta.join();
+        tb.join();
+        std::FILE* f = std::fopen(path, "rb");
+        REQUIRE(f);
+        std::string text(1 << 20, '\0');
+        text.resize(std::fread(text.data(), 1, text.size(), f));
+        std::fclose(f);
+        const auto end = text.find("]}\n");  // the end of the top-level object: the file's end
+        bad += end == std::string::npos || end + 3 != text.size();
+    }
+    ::unsetenv("CLPOOL_OOM_SNAPSHOT");
+    std::remove(path);
+    CHECK(bad == 0);
+}
+
+#if CLPOOL_TEST_COUNTS_NEW
+// out_of_memory's report shows the largest live buffers, not the history: without
+// CLPOOL_OOM_SNAPSHOT (the dump, which carries the history) it must not copy every ring under the
+// pool's locks, merge them and name each event's call site, so its cost does not grow with the
+// 4096 events recorded here (their frames).
+TEST_CASE("out_of_memory without CLPOOL_OOM_SNAPSHOT does not gather the history it does not report") {
+    using P = MockPool<PowerOfTwoBuckets, DeviceLocal, Unlimited, SingleMutex>;
+    ::unsetenv("CLPOOL_OOM_SNAPSHOT");
+    auto ledger = std::make_shared<Ledger>();
+    P pool{MockBackend(ledger)};
+    constexpr std::size_t oom_history_events = 4096;
+    pool.record_history(oom_history_events, CallSites::on);
+    for (std::size_t i = 0; i < oom_history_events; ++i) pool.allocate(1000).release();
+    auto kept = pool.allocate(1000);
+    ledger->capacity = ledger->live_bytes.load();  // the device is full
+    std::string what;
+    std::size_t allocations = 0;
+    {
+        CountAllocations counting;
+        try {
+            (void)pool.allocate(1 << 20);
+        } catch (const out_of_memory& e) {
+            what = e.what();
+        }
+        allocations = counting.count();
+    }
+    INFO(what);
+    CHECK(what.find("largest live buffers:") != std::string::npos);  // the report is still made
+    CHECK(allocations < oom_history_events / 4);
+    REQUIRE(pool.snapshot().history);  // a snapshot still carries it
+    CHECK(pool.snapshot().history->events.size() == oom_history_events);
 }
 #endif
