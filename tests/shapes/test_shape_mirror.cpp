@@ -1,4 +1,5 @@
-// ShapeMirror on the test OpenCL device (PoCL in CI): contents, one upload, a kernel reads it, back to the pool.
+// ShapeMirror on the test OpenCL device (PoCL in CI): contents, one upload, a kernel reads it, back to the pool,
+// and no OpenCL call when a mirrored shape is reclaimed after clpool's exit handler.
 #include "opencl_env.hpp"
 
 #include <clpool/clpool.hpp>
@@ -10,12 +11,15 @@
 #include <clpool/shapes/shape_mirror.hpp>
 
 #include "cl_events.hpp"
+#include "rerun_self.hpp"
 
 #include <atomic>
 #include <cstdint>
 #include <set>
 #include <thread>
 #include <vector>
+
+#include <unistd.h>
 
 using namespace clpool;
 using i64 = std::int64_t;
@@ -263,5 +267,59 @@ TEST_CASE("ShapeMirror::release_after keeps its event list short and refuses an 
     }
     gate.open();
     REQUIRE(clFinish(env.queue()) == CL_SUCCESS);
+}
+
+namespace {
+// Constructed before main, so destroyed after clpool's exit handler (armed
+// when the child's pool registers its queue): drops the mirrored shape there,
+// collects, and ends the process with what it saw. The event's reference
+// count tells whether the attachment released its copy through the driver.
+struct mirror_exit_probe {
+    Shape shape;
+    cl_event event = nullptr;
+    cl_uint refs_before = 0;
+    ~mirror_exit_probe() {
+        if (!event) return;  // not the child
+        if (!detail::exiting()) _exit(2);
+        shape.reset();
+        ShapeTrie::collect();
+        cl_uint refs_after = 0;
+        clGetEventInfo(event, CL_EVENT_REFERENCE_COUNT, sizeof refs_after, &refs_after, nullptr);
+        _exit(refs_after == refs_before ? 0 : 3);
+    }
+};
+mirror_exit_probe mirror_probe;
+}  // namespace
+
+// A mirror's attachment destroyed by a reclaim round at exit (a static's last Shape dropped and
+// collected from its destructor, after clpool's exit handler) must make no OpenCL call: it leaks
+// the reader events it keeps, as it leaks its buffer's handle there and as pools and handles do,
+// rather than release them through a driver that may be gone.
+TEST_CASE("shape child: a mirrored shape with a pending reader event, dropped at exit" * doctest::skip()) {
+    auto& env = test::OpenCLEnv::get();
+    ShapeMirror<> mirror(get_buffer_pool(env.queue), env.queue);  // the registry's pool: never destroyed
+    mirror_probe.shape = ShapeTrie::global().intern({7, 11, 13}, ElementType::i16);
+    REQUIRE(mirror.buffer(mirror_probe.shape)() != nullptr);
+    cl_int err = CL_SUCCESS;
+    cl_event gate = clCreateUserEvent(env.context(), &err);  // never completed: the attachment keeps it
+    REQUIRE(err == CL_SUCCESS);
+    {
+        const cl::Event held(gate, true);
+        mirror.release_after(mirror_probe.shape, &held, 1);
+    }
+    REQUIRE(clGetEventInfo(gate, CL_EVENT_REFERENCE_COUNT, sizeof mirror_probe.refs_before, &mirror_probe.refs_before,
+                           nullptr) == CL_SUCCESS);
+    CHECK(mirror_probe.refs_before == 2);  // this test's, the attachment's copy
+    CHECK_FALSE(detail::exiting());
+    mirror_probe.event = gate;
+}
+
+TEST_CASE("a mirrored shape reclaimed by a static destructor at exit makes no OpenCL release") {
+    const int status =
+        test::rerun_self("CLPOOL_TEST_SHAPE_CHILD=1", "shape child: a mirrored shape with a pending reader event*");
+    INFO("child exit status " << status
+                              << " (3: the attachment released its event through the driver; 2: the "
+                                 "exit handler had not run)");
+    CHECK(status == 0);
 }
 #endif

@@ -205,7 +205,7 @@ TEST_CASE("bad shapes get a clear, typed error and change nothing") {
     // The count fits but its bytes do not.
     const auto bytes_msg = what_of([&] { (void)trie.intern({i64{1} << 61}, ElementType::f64); });
     CHECK(bytes_msg.find("overflows") != std::string::npos);
-    // Reported as what overflowed, the byte size, naming the count, the element size and the limit (issue 17).
+    // Reported as what overflowed, the byte size, naming the count, the element size and the limit.
     CHECK(bytes_msg.find("byte size") != std::string::npos);
     CHECK(bytes_msg.find("element count") == std::string::npos);
     CHECK(bytes_msg.find("2305843009213693952 elements of 8 bytes") != std::string::npos);
@@ -231,6 +231,79 @@ TEST_CASE("bad shapes get a clear, typed error and change nothing") {
     CHECK(trie.size() == 1);
     CHECK(trie.check_invariants() == 1);
     CHECK(keep.element_count() == 3);
+}
+
+// An extent of 0 makes the element count 0 whatever the extents before it: validate() must not
+// stop at the first overflowing partial product and refuse the empty tensor with count_overflow,
+// as it accepts the same extents with the 0 first.
+TEST_CASE("an empty tensor with huge extents before its zero extent is not a count overflow") {
+    ShapeTrie trie;
+    const i64 big = i64{1} << 32;
+    Shape zero_first;
+    CHECK_NOTHROW(zero_first = trie.intern({0, big, big}, ElementType::f32));
+    CHECK(zero_first.element_count() == 0);
+    Shape zero_last;
+    CHECK_NOTHROW(zero_last = trie.intern({big, big, 0}, ElementType::f32));
+    REQUIRE(zero_last);
+    CHECK(zero_last.element_count() == 0);
+    const i64 buf[] = {3, big, big, 0, 0, 0, 1, static_cast<i64>(ElementType::u8), 'c', 0};
+    CHECK_NOTHROW((void)trie.intern_buffer(buf));
+    CHECK(trie.check_invariants() == trie.size());
+}
+
+// rank_too_high is documented as "rank above ShapeTrie::max_rank", and code that handles it (say,
+// by reshaping) must not take a corrupt buffer for one: a negative rank word is a malformed
+// canonical buffer, bad_buffer.
+TEST_CASE("a canonical buffer with a negative rank word is a bad buffer, not a rank too high") {
+    ShapeTrie trie;
+    const i64 neg_rank[] = {-1, 0, 0, 0};
+    shape_error::reason why = shape_error::reason::rank_too_high;
+    std::string msg;
+    try {
+        (void)trie.intern_buffer(neg_rank);
+    } catch (const shape_error& e) {
+        why = e.why();
+        msg = e.what();
+    }
+    CHECK(why == shape_error::reason::bad_buffer);
+    CHECK(msg.find("rank -1") != std::string::npos);
+    const i64 high[] = {33};
+    try {
+        (void)trie.intern_buffer(high);
+    } catch (const shape_error& e) {
+        CHECK(e.why() == shape_error::reason::rank_too_high);
+    }
+}
+
+// shape_error's message lists the extents (and strides) it was given: cut after the first
+// values, with a count of the rest, so that a rank-100000 request does not build a message of
+// about a megabyte; it still names the rank and the limit.
+TEST_CASE("a shape error for a huge rank has a bounded message that still names the rank and the limit") {
+    ShapeTrie trie;
+    const std::vector<i64> huge(100000, 123456789);
+    std::string msg;
+    try {
+        (void)trie.intern(huge, ElementType::f32);
+    } catch (const shape_error& e) {
+        CHECK(e.why() == shape_error::reason::rank_too_high);
+        msg = e.what();
+    }
+    CHECK(msg.find("rank 100000") != std::string::npos);
+    CHECK(msg.find("maximum 32") != std::string::npos);
+    CHECK(msg.find("more") != std::string::npos);
+    CHECK(msg.size() < 1000);
+    msg.clear();
+    const std::vector<i64> ext = {2, 3};
+    try {
+        (void)trie.intern(ext, huge, ElementType::f32, Order::c);
+    } catch (const shape_error& e) {
+        CHECK(e.why() == shape_error::reason::strides_mismatch);
+        msg = e.what();
+    }
+    CHECK(msg.find("100000 strides") != std::string::npos);
+    CHECK(msg.find("rank 2 extents [2, 3]") != std::string::npos);
+    CHECK(msg.size() < 1000);
+    CHECK(shape_error::list(std::vector<i64>{1, 2, 3}) == "[1, 2, 3]");
 }
 
 // Sanitizer runtimes bring their own operator new; test_no_heap_on_hit.cpp
