@@ -1,4 +1,5 @@
-// Bad environment values: every CLPOOL_* number and switch is refused with a config_error naming the variable and value.
+// Environment values: every CLPOOL_* number and switch is read as documented, with leading zeros and whatever the
+// program's locale, and a bad one is refused with a config_error naming the variable and the value as set.
 //
 // Settings are read once per process, so the cases that need a variable set
 // before clpool first reads it run this binary again as a child with the
@@ -6,11 +7,18 @@
 #include "pool_factory.hpp"
 #include "rerun_self.hpp"
 
+#include <clpool/devices/device_handle.hpp>
+#include <clpool/runtime/config.hpp>
+
 #include <doctest/doctest.h>
 
+#include <clocale>
+#include <cstdint>
 #include <cstdlib>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 using namespace clpool;
 using namespace clpool::test;
@@ -51,6 +59,42 @@ TEST_CASE("CLPOOL_PINNED_H2D and CLPOOL_ASYNC_H2D: only 0/1, false/true, off/on,
     }
     for (const char* yes : {"1", "true", "on", "yes"}) CHECK(config::parse_bool("X", yes));
     for (const char* no : {"0", "false", "off", "no"}) CHECK_FALSE(config::parse_bool("X", no));
+}
+
+// A value in range written with leading zeros is that number: the length of the text is no
+// measure of its range.
+TEST_CASE("CLPOOL_EXIT_WAIT_MS with leading zeros is a number in range, not an error") {
+    CHECK_NOTHROW(CHECK(config::parse_milliseconds("CLPOOL_EXIT_WAIT_MS", "0000005000") == 5000));
+    CHECK_NOTHROW(CHECK(detail::parse_history_events("CLPOOL_HISTORY", "0000000100") == 100));
+}
+
+// The value as set, blanks and all, so that the user sees what the program saw.
+TEST_CASE("a blank CLPOOL_DEVICE's error names the value as set") {
+    const std::string msg = message_of([] { (void)config::parse_device_spec("CLPOOL_DEVICE", "   "); });
+    CHECK(msg.find("CLPOOL_DEVICE='   '") != std::string::npos);
+}
+
+// The documented format has a decimal point whatever LC_NUMERIC says: a program that calls
+// setlocale(LC_ALL, "") under a decimal-comma locale (de_DE, fr_FR, ...) must still read
+// CLPOOL_MAX_CACHED_GB=0.5 (strtod would not). The locale is made here with localedef (Debian's
+// locales package, .ci/deps.d/locales.txt).
+TEST_CASE("CLPOOL_MAX_CACHED_GB=0.5 is accepted whatever the program's locale") {
+    const char* dir = "/tmp/clpool_test_locale";
+    setenv("LOCPATH", dir, 1);
+    if (access((std::string(dir) + "/de_DE.UTF-8").c_str(), F_OK) !=
+        0) {  // before any lookup: glibc keeps a failed one
+        const std::string cmd =
+            std::string("mkdir -p ") + dir + " && localedef -i de_DE -f UTF-8 " + dir + "/de_DE.UTF-8 >/dev/null 2>&1";
+        (void)std::system(cmd.c_str());
+    }
+    const char* got = std::setlocale(LC_NUMERIC, "de_DE.UTF-8");
+    unsetenv("LOCPATH");
+    REQUIRE_MESSAGE(got != nullptr, "no de_DE locale could be made (needs localedef and Debian's locales package)");
+    std::uint64_t bytes = 0;
+    const std::string msg = message_of([&] { bytes = config::parse_gib("CLPOOL_MAX_CACHED_GB", "0.5"); });
+    std::setlocale(LC_NUMERIC, "C");
+    CHECK(msg == "(no config_error)");
+    CHECK(bytes == (std::uint64_t{1} << 29));
 }
 
 TEST_CASE("a setting read once keeps its error: every use reports it, none falls back silently") {

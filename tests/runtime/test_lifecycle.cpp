@@ -1,8 +1,12 @@
-// Lifecycle: exit, shutdown(), fork and Ctrl+C, each run in a child process (lifecycle_child.cpp); interruptible waits.
+// Lifecycle: exit, shutdown(), fork and Ctrl+C, each run in a child process (lifecycle_child.cpp, or a fork of
+// this one); interruptible waits.
 #include <clpool/clpool.hpp>
 #include <clpool/runtime/interrupts.hpp>
 #include <clpool/runtime/shutdown.hpp>
 #include <clpool/runtime/waits.hpp>
+
+#include "alloc_counter.hpp"
+#include "sanitizers.hpp"
 
 #ifdef CLPOOL_HAS_OPENCL
 #include "opencl_env.hpp"
@@ -12,6 +16,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <csignal>
 #include <string>
 #include <thread>
 #include <vector>
@@ -329,5 +334,98 @@ TEST_CASE("finish_interruptible returns on a stop flag or a timeout while the qu
     clReleaseEvent(gate);
     // (A failed command's `failed` status is not tested here: PoCL 3 aborts
     // when a user event is set to an error status.)
+}
+#endif
+
+#ifdef CLPOOL_HAS_OPENCL
+// Only where operator new is the tests' own, which can fail on demand (sanitizers.hpp); that is
+// never under TSan, which the fork case below avoids too.
+#if CLPOOL_TEST_COUNTS_NEW
+// shutdown() and finish_registered_queues() are noexcept. With no queue registry in this process
+// yet (a fork child, or a program that never made a queue) there is nothing to finish: they must
+// not make one with operator new, whose bad_alloc out of host memory would leave a noexcept
+// function and std::terminate the process.
+TEST_CASE("shutdown() and finish_registered_queues() with no queue registry survive a failing allocation") {
+    using namespace clpool;
+    (void)detail::birth_generation();  // the child is a generation of its own: no registry yet
+    const pid_t child = fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+        std::size_t failed = 1;
+        {
+            test::FailNthAllocation fail(1);  // this generation's first: where a queue registry would be made
+            failed = finish_registered_queues();
+        }
+        ShutdownReport r;
+        {
+            test::FailNthAllocation fail(1);
+            r = shutdown();
+        }
+        _exit(failed == 0 && r.queues == 0 && r.queues_failed == 0 && is_shut_down() ? 0 : 1);
+    }
+    int status = 0;
+    REQUIRE(waitpid(child, &status, 0) == child);
+    REQUIRE_MESSAGE(WIFEXITED(status), "the child died of signal ", WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+    CHECK(WEXITSTATUS(status) == 0);
+}
+#endif
+#endif  // CLPOOL_HAS_OPENCL
+
+// Not under TSan: these fork a process whose watchdog thread runs, and TSan's
+// signal emulation in such a child does not deliver the re-raised SIGTERM
+// (as test_fork_locks.cpp, TSan does not support threads in that child).
+#if defined(CLPOOL_HAS_INTERRUPT_HANDLER) && !CLPOOL_TEST_TSAN
+// The handler stays installed in a fork child, but its watchdog thread does not exist there: a
+// SIGTERM sent to the child must still end it, not only set a pending bit and post a semaphore
+// nobody waits on.
+TEST_CASE("a fork child of a process with the Ctrl+C handler still ends on SIGTERM") {
+    const pid_t outer = fork();
+    REQUIRE(outer >= 0);
+    if (outer == 0) {
+        // In a child of the test process, so the test process keeps its own signal dispositions;
+        // SIGTERM's default first, as in a program of its own (not doctest's crash handler).
+        std::signal(SIGTERM, SIG_DFL);
+        clpool::install_interrupt_handler();
+        const pid_t inner = fork();
+        if (inner == 0) {
+            for (int i = 0; i < 30; ++i) usleep(100 * 1000);  // 3 s, unless SIGTERM ends it
+            _exit(0);
+        }
+        usleep(200 * 1000);
+        kill(inner, SIGTERM);
+        int st = 0;
+        waitpid(inner, &st, 0);
+        _exit(WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM ? 0 : 1);
+    }
+    int status = 0;
+    REQUIRE(waitpid(outer, &status, 0) == outer);
+    REQUIRE(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);  // 1: the grandchild ignored SIGTERM and ran to its end
+}
+
+// A background job of a non-interactive shell, or a program under nohup, inherits SIGINT as
+// ignored: install_interrupt_handler must leave such a disposition alone, or a Ctrl+C meant for
+// the shell would show as interrupt_requested() and a second one would _exit(130).
+TEST_CASE("install_interrupt_handler leaves a SIGINT and SIGTERM the process inherited as ignored alone") {
+    const pid_t child = fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+        std::signal(SIGINT, SIG_IGN);
+        std::signal(SIGTERM, SIG_IGN);
+        clpool::install_interrupt_handler();
+        raise(SIGINT);
+        raise(SIGINT);  // a second one: what would _exit(130) if the handler had replaced SIG_IGN
+        raise(SIGTERM);
+        usleep(200 * 1000);  // the watchdog, had it been woken
+        if (clpool::interrupt_requested()) _exit(2);
+        struct sigaction now_int{}, now_term{};
+        sigaction(SIGINT, nullptr, &now_int);
+        sigaction(SIGTERM, nullptr, &now_term);
+        _exit(now_int.sa_handler == SIG_IGN && now_term.sa_handler == SIG_IGN ? 0 : 3);
+    }
+    int status = 0;
+    REQUIRE(waitpid(child, &status, 0) == child);
+    REQUIRE_MESSAGE(WIFEXITED(status), "the child died of signal ", WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+    CHECK(WEXITSTATUS(status) == 0);  // 130 or 2: a Ctrl+C reached the handler; 3: it replaced SIG_IGN
 }
 #endif
