@@ -46,9 +46,9 @@ static_assert(Backend<NodeFailingBackend>);
 }  // namespace
 
 TEST_CASE("no host memory for the node on a miss: std::bad_alloc, a failed allocation, no driver allocation") {
-    // Before, the node was made after the driver allocation: the miss was
-    // counted, the buffer freed again, and no failure counted, so misses
-    // exceeded kept driver allocations + failed allocations.
+    // The node is made before the driver allocation: made after, the miss
+    // would be counted, the buffer freed again, and no failure counted, so
+    // misses would exceed kept driver allocations + failed allocations.
     auto ledger = std::make_shared<Ledger>();
     Pool<PowerOfTwoBuckets, DeviceLocal, Unlimited, SingleMutex, NodeFailingBackend> pool{NodeFailingBackend(ledger)};
     node_allocation_fails = true;

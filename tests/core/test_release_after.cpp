@@ -80,8 +80,8 @@ TEST_CASE("release_after(handle, queue): the buffer is not reused until the held
 using StripedBufferPool = Pool<PowerOfTwoBuckets, DeviceLocal, Unlimited, Striped<4>, OpenCLBackend>;
 using CachedBufferPool = Pool<PowerOfTwoBuckets, DeviceLocal, Unlimited, ThreadCached<>, OpenCLBackend>;
 
-// Issue 17: after queue.finish() a pool still showed the released bytes as pending
-// until the next allocation of their size. stats() and trim() collect them.
+// After queue.finish() the released bytes are no longer pending: stats() and trim()
+// collect them, rather than wait for the next allocation of their size.
 TEST_CASE_TEMPLATE("stats() and trim() collect pending buffers whose events completed", P, BufferPool,
                    StripedBufferPool, CachedBufferPool) {
     auto& env = OpenCLEnv::get();

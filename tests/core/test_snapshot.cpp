@@ -121,7 +121,7 @@ TEST_CASE("snapshot: the logical hand-out clock orders the last hand-outs") {
     CHECK(first.handouts_since == 1);
 }
 
-// Before, nothing set BufferInfo::uses: every buffer said 0, in the JSON too.
+// BufferInfo::uses counts a buffer's hand-outs, so a snapshot (and its JSON) tells a reused buffer from a fresh one.
 TEST_CASE("snapshot: a buffer's uses count its hand-outs from the shared lists, the first included") {
     auto pool = make_pool<MockPool<PowerOfTwoBuckets, DeviceLocal, Unlimited, SingleMutex>>();
     pool->allocate(256).release();  // made: the first use

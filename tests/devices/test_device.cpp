@@ -20,7 +20,7 @@ TEST_CASE("CLPOOL_DEVICE values are trimmed, and an empty one is a config_error"
     CHECK_THROWS_AS(config::parse_device_spec("CLPOOL_DEVICE", "   "), config_error);
     CHECK_THROWS_WITH_AS(config::parse_device_spec("CLPOOL_DEVICE", ""), doctest::Contains("CLPOOL_DEVICE=''"),
                          config_error);
-    // select_device("") is the same error, not the first device (issue 17).
+    // select_device("") is the same error, not the first device.
     CHECK_THROWS_WITH_AS(select_device(""), doctest::Contains("is empty"), config_error);
 }
 

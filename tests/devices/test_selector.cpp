@@ -77,7 +77,7 @@ TEST_CASE("match_device: types, indices, platform:device pairs and names") {
 }
 
 namespace {
-// The issue-17 machine: PoCL on an AMD EPYC host, no AMD platform.
+// PoCL on an AMD EPYC host, with no AMD platform: "amd" names the CPU's vendor only in PoCL's device name.
 std::vector<DeviceDescription> pocl_on_epyc() {
     return {fake(0, 0, 0, "Portable Computing Language", "The pocl project", "pthread-skylake-avx512-AMD EPYC 7B13",
                  DeviceType::cpu)};
@@ -128,10 +128,10 @@ TEST_CASE("match_device: an empty selector is an error, as an empty CLPOOL_DEVIC
     }
 }
 
-// Before: CLPOOL_DEVICE="  gpu " was trimmed (config::parse_device_spec) but select_device(" gpu")
-// and a tool's --device " gpu" were not: " gpu" was no type word, so it was read as a platform
-// name and refused ("no platform name or vendor has the whole words 'gpu'"), " 1" was no index,
-// and "host " matched nothing.
+// CLPOOL_DEVICE="  gpu " is trimmed (config::parse_device_spec), and so are select_device(" gpu")
+// and a tool's --device " gpu": untrimmed, " gpu" is no type word and would be read as a platform
+// name and refused ("no platform name or vendor has the whole words 'gpu'"), " 1" would be no
+// index, and "host " would match nothing.
 TEST_CASE("match_device: spaces and tabs around a selector are trimmed, as CLPOOL_DEVICE's are") {
     const auto devs = two_platforms();
     CHECK(match_device(" gpu", devs) == ocl(1));
@@ -161,10 +161,9 @@ TEST_CASE("match_device: a selector that matches nothing names itself and lists 
     CHECK(error_of("0", {}).find("out of range") != std::string::npos);
 }
 
-// Before: an index of more than 9 characters was not an index at all: "0000000002" (N with
-// leading zeros) and "0000000001:1" (P:D) fell through to TEXT and failed as a platform name
-// or an unknown prefix, and "99999999999" was reported as no platform having that word rather
-// than out of range. The grammar's N and P:D are any run of digits.
+// The grammar's N and P:D are any run of digits, whatever its length: "0000000002" (N with
+// leading zeros) and "0000000001:1" (P:D) are indices, not TEXT to fail as a platform name or an
+// unknown prefix, and "99999999999" is out of range, not a word no platform has.
 TEST_CASE("match_device: N and P:D of more than 9 digits are indices, with leading zeros or out of range") {
     const auto devs = two_platforms();
     CHECK(error_of("0000000002", devs) == "no error");

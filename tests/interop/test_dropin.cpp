@@ -211,10 +211,10 @@ TEST_CASE("the C pair creates through the pools and releases back to them") {
     CHECK(err == CL_INVALID_BUFFER_SIZE);
 }
 
-// Before: the drop-in pooled CL_MEM_COPY_HOST_PTR and wrote the data on a queue of its own,
-// which nothing ordered after the commands the bucket's old owner still had queued (PoCL
-// hands a bucket back while they wait): the old owner's gated write landed on top of the new
-// owner's data. Now such buffers go to the driver, as with cl::Buffer.
+// A pooled CL_MEM_COPY_HOST_PTR buffer would need its data written on a queue of the drop-in's
+// own, which nothing orders after the commands the bucket's old owner still has queued (PoCL
+// hands a bucket back while they wait): the old owner's gated write would land on top of the new
+// owner's data. Such buffers go to the driver, as with cl::Buffer.
 TEST_CASE("a pooled CL_MEM_COPY_HOST_PTR buffer keeps its data when the bucket's old owner had a queued write") {
     Fresh f;
     cl_int err = CL_SUCCESS;

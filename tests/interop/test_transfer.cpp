@@ -606,8 +606,8 @@ TEST_CASE("parallel host copies are exact for odd sizes, part counts and alignme
 }
 
 // TransferOptions::copy_threads is 0 or 1..8 (transfer.hpp, TRANSFERS.md), and bad options
-// throw config_error naming them. Before, it was not checked: any value was taken (a large
-// one started that many worker threads, which never end).
+// throw config_error naming them: a large value taken as is would start that many worker
+// threads, which never end.
 TEST_CASE("TransferOptions::copy_threads outside 0..8 is a config_error naming the value") {
     auto& env = OpenCLEnv::get();
     cl::Buffer dev(env.context, CL_MEM_READ_WRITE, 4096);

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Compiles a program against clpool's headers outside CMake, with plain -I and -Wall -Wextra -Werror,
-# in both include orders (issue 17): clpool's headers must add no diagnostic at all. With clpool
+# in both include orders: clpool's headers must add no diagnostic at all. With clpool
 # first the compiler must say nothing; with <CL/opencl.hpp> first CL-HPP may note its own default
 # target version (that is the application's include, not clpool's), and nothing else.
 # Usage: check.sh CXX SOURCE_DIR CLHPP_INCLUDE_DIR

@@ -28,12 +28,11 @@ static_assert(Backend<CappedEventMockBackend>);
 
 }  // namespace
 
-// Defect: in a capped ThreadCached pool, a release that takes the shared lists
-// (an exact-size buffer) was refused by the caps because of the magazines'
-// empty reserved slots, and evicted, although nothing was idle: only the
-// magazine path gave the empty slots back first (docs/POLICIES.md: "when the
-// caps refuse a release, every magazine first gives back its empty slots").
-// SingleMutex caches the same buffer.
+// docs/POLICIES.md: "when the caps refuse a release, every magazine first gives
+// back its empty slots", on every path. In a capped ThreadCached pool a release
+// that takes the shared lists (an exact-size buffer) must not be refused for the
+// magazines' empty reserved slots and evicted while nothing is idle: SingleMutex
+// caches the same buffer.
 TEST_CASE_TEMPLATE("a capped pool caches an exact-size release that fits while nothing is idle", L, SingleMutex,
                    ThreadCached<4>, ThreadCached<4, Striped<2>>) {
     using P = Pool<PowerOfTwoBuckets, DeviceLocal, Capped, L, MockBackend>;
@@ -48,8 +47,8 @@ TEST_CASE_TEMPLATE("a capped pool caches an exact-size release that fits while n
     CHECK(s.bytes_allocated == s.bytes_in_use + s.bytes_cached + s.bytes_pending);
 }
 
-// Defect: the same for release_after with an event still running (pending
-// buffers always take the shared lists): evicted instead of kept pending.
+// The same for release_after with an event still running (pending buffers
+// always take the shared lists): kept pending, not evicted.
 TEST_CASE_TEMPLATE("a capped pool keeps a pending release that fits while nothing is idle", L, SingleMutex,
                    ThreadCached<4>) {
     using P = Pool<PowerOfTwoBuckets, DeviceLocal, Capped, L, CappedEventMockBackend>;

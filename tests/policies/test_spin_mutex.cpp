@@ -66,7 +66,7 @@ TEST_CASE("SpinMutex: a waiter on a held lock goes to sleep instead of spinning 
     });
     while (waiter_tid.load() == 0) std::this_thread::yield();
     // Seen asleep twice in a row, a millisecond apart: parked, not caught
-    // between two yields. Bounded so the old lock fails rather than hangs.
+    // between two yields. Bounded so a lock that never parks fails rather than hangs.
     int asleep_in_a_row = 0;
     for (int i = 0; i < 20000 && asleep_in_a_row < 2; ++i) {
         std::this_thread::sleep_for(std::chrono::milliseconds(1));

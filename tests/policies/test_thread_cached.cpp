@@ -359,11 +359,11 @@ using TCStripedCappedPool = MockPool<PowerOfTwoBuckets, DeviceLocal, Capped, Thr
 
 }  // namespace
 
-// Issue 17: with a byte cap, empty magazine slots kept their reservation (an
-// in-use buffer counted as idle), so a cap filled with phantom bytes and
-// releases were evicted: 35% hits against 55% for SingleMutex at one thread,
-// 16% at eight. Target: within 5 points of SingleMutex for a cap of at least
-// 4x the largest bucket in use.
+// With a byte cap, an empty magazine slot must not keep its reservation (an
+// in-use buffer counted as idle): the cap would fill with phantom bytes and
+// releases would be evicted (35% hits against 55% for SingleMutex at one
+// thread, 16% at eight). Target: within 5 points of SingleMutex for a cap of at
+// least 4x the largest bucket in use.
 TEST_CASE_TEMPLATE("thread-cached pools: a byte cap keeps the hit rate of one shared list", P, TCCapped8Pool,
                    TCStripedCappedPool) {
     for (const std::size_t cap : {std::size_t{256} << 10, std::size_t{1} << 20}) {
@@ -379,10 +379,10 @@ TEST_CASE_TEMPLATE("thread-cached pools: a byte cap keeps the hit rate of one sh
 }
 
 #if CLPOOL_TEST_COUNTS_NEW  // fails host allocations through the replaced operator new (alloc_counter.hpp)
-// record_history() replaced every magazine's ring before the shared lists'
-// part allocated its own; when that threw, the magazines kept the new
-// (empty) rings and the lists the old ones, and the call had dropped the
-// events the magazines recorded.
+// record_history() allocates every ring it needs before it replaces any: if
+// the shared lists' allocation threw after the magazines' rings were replaced,
+// the magazines would keep new (empty) rings and the lists their previous
+// ones, and the events the magazines recorded would be lost.
 TEST_CASE("thread-cached pools: record_history that runs out of host memory leaves the history as it was") {
     auto pool = make_pool<TCStripedPool>();
     pool->record_history(64);

@@ -186,8 +186,8 @@ TEST_CASE("the opt-in Ctrl+C handler: first SIGINT sets the flag (idle device: n
 
 #ifdef CLPOOL_HAS_INTERRUPT_HANDLER
 TEST_CASE("the opt-in Ctrl+C handler: a SIGTERM right after a SIGINT still ends the process by SIGTERM") {
-    // Before, the handler kept one signal until its watchdog looked, and
-    // dropped the SIGTERM that came in the meantime: every one survived.
+    // The handler must not keep only one signal until its watchdog looks:
+    // a SIGTERM that comes in the meantime would be dropped and survived.
     for (int i = 0; i < 10; ++i) {
         const auto r = run_child("interrupt-then-term");
         CAPTURE(i);
@@ -201,8 +201,8 @@ TEST_CASE("the opt-in Ctrl+C handler: a SIGTERM right after a SIGINT still ends 
 
 #ifdef CLPOOL_HAS_OPENCL
 TEST_CASE("exit leaves a registered queue still busy after CLPOOL_EXIT_WAIT_MS, and says so on stderr") {
-    // A command waits for a user event nobody sets. Before, clFinish at exit
-    // never returned (run_child kills the child after 60 s).
+    // A command waits for a user event nobody sets: a plain clFinish at exit
+    // would never return (run_child kills the child after 60 s).
     auto r = run_child("exit-stuck", {"CLPOOL_EXIT_WAIT_MS=300"});
     CAPTURE(r.output);
     CHECK(has(r, "main returns"));
@@ -243,10 +243,10 @@ TEST_CASE("exit with live handles from registry pools, a static and a program-ow
 }
 
 // A pool or handle in a static made before the driver was loaded is destroyed
-// after clpool's exit handler, possibly after the driver's own teardown. Before,
-// a release that the caps did not admit, and a static pool's destructor, freed
-// their buffers (and the pool its queue and context) through the driver there.
-// Now they leak what they hold once the exit is under way.
+// after clpool's exit handler, possibly after the driver's own teardown: a
+// release that the caps do not admit, and a static pool's destructor, must not
+// free their buffers (nor the pool its queue and context) through the driver
+// there. They leak what they hold once the exit is under way.
 TEST_CASE("statics destroyed after clpool's exit handler make no OpenCL call") {
     const auto r = run_child("exit-static");
     CAPTURE(r.output);

@@ -79,8 +79,8 @@ check("http://" not in page.replace("http://www.w3.org/2000/svg", "") and "https
 check(page.count('"state":"in_use"') == 12 + 6 + 6, "the report embeds every in-use buffer (and block)")
 
 # The call sites clpool writes ("function+0xOFF (module)", "0xOFF (module)") become PyTorch
-# frames that keep their module and function. Before, "function+0xOFF (module)" matched
-# neither pattern of the converter: every such frame said filename "??".
+# frames that keep their module and function: "function+0xOFF (module)" must match a pattern
+# of the converter, or every such frame would say filename "??".
 demo_pt = os.path.join(out, "viz-demo.pickle")
 r = subprocess.run([sys.executable, viz, snap_path, "-o", html, "--pytorch", demo_pt], capture_output=True, text=True)
 check(r.returncode == 0, f"clpool-viz --pytorch on the demo snapshot ({r.stderr.strip()})")
@@ -220,8 +220,8 @@ for i, pool in enumerate(v2["pools"]):
 
 # A release the pool does not keep (an evict of a buffer in use: a cap refused it, or a
 # sub-allocating pool's exact-size block went back to its arena) frees the allocation in the
-# PyTorch trace before its segment goes. Before, only segment_free was written for a bucket
-# pool, and nothing for an arena: the allocation stayed live to the end of the trace.
+# PyTorch trace before its segment goes: with only segment_free (or, for an arena, nothing)
+# the allocation would stay live to the end of the trace.
 def evict_pool(segments):
     stats = {f: 0 for f in ("hits", "misses", "evictions", "driver_frees", "oom_retries", "failed_allocations",
                             "bytes_allocated", "bytes_cached", "bytes_in_use", "bytes_requested", "bytes_pending",
@@ -264,7 +264,7 @@ for segments in (False, True):
 
 # An arena's fallback block (a whole buffer where the sub-buffer failed) lies in no segment: the
 # PyTorch export shows it as a segment of its own, so its in-use bytes agree with the snapshot's.
-# Before, only the segments' blocks were exported and the fallback was missing.
+# Exporting only the segments' blocks would leave the fallback out.
 fb_doc = json.loads(v2_text)
 fb_pool = fb_doc["pools"][1]
 fb_pool["buffers"].insert(0, {"state": "in_use", "bucket_size": 0, "bytes_requested": 2900, "bytes_held": 3072,
@@ -301,7 +301,6 @@ check(any(seg["total_size"] == 3072 and len(seg["blocks"]) == 1 for seg in fb_se
       "the fallback is a segment of its own")
 # The trace agrees with the segments: the fallback's miss is a segment_alloc at its segment's
 # address before its alloc, as a bucket pool's miss is; the carved blocks' misses are none.
-# Before, a sub-allocating pool's trace had no segment_alloc at all.
 fb_trace = pickle.load(open(fb_pt, "rb"))["device_traces"][1]
 fb_seg = next((seg for seg in fb_segs if seg["total_size"] == 3072 and len(seg["blocks"]) == 1), None)
 seg_allocs = [(e["addr"], e["size"]) for e in fb_trace if e["action"] == "segment_alloc"]
