@@ -2,7 +2,7 @@
 #include "opencl_env.hpp"
 #include "sanitizers.hpp"
 
-#include <clpool/backends/detail/pinned_ranges.hpp>
+#include <clpool/backends/pinned_ranges.hpp>
 #include <clpool/backends/opencl.hpp>
 #include <clpool/platform/fork_locks.hpp>
 #include <clpool/interop/detail/dropin_pools.hpp>

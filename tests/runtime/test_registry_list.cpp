@@ -1,5 +1,5 @@
 // The registry list shutdown() and release_pools() walk: each node linked once, also after a fork parent left it half done.
-#include <clpool/runtime/detail/registry_list.hpp>
+#include <clpool/runtime/registry_list.hpp>
 
 #include <doctest/doctest.h>
 

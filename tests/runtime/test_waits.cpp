@@ -54,7 +54,7 @@ struct BusyQueue {
 };
 }  // namespace
 
-// --- the exit wait (runtime/detail/queue_registry.hpp) ---------------------------------------------
+// --- the exit wait (runtime/queue_registry.hpp) ---------------------------------------------
 
 // set_exit_wait(std::chrono::milliseconds::max()) means "as long as it takes": finish_all_within
 // must not compute now + budget in nanoseconds, which overflows (UB) and puts the deadline in the

@@ -2,7 +2,7 @@
 #pragma once
 
 #include <clpool/backends/opencl.hpp>
-#include <clpool/backends/detail/pinned_ranges.hpp>
+#include <clpool/backends/pinned_ranges.hpp>
 #include <clpool/platform/release_in_place.hpp>
 
 #include <cstddef>

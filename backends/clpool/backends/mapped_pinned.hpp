@@ -4,7 +4,7 @@
 #include <clpool/core/backend.hpp>
 #include <clpool/backends/mapped_buffer.hpp>
 #include <clpool/backends/opencl.hpp>
-#include <clpool/backends/detail/pinned_ranges.hpp>
+#include <clpool/backends/pinned_ranges.hpp>
 #include <clpool/platform/release_in_place.hpp>
 
 #include <algorithm>

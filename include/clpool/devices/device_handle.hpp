@@ -13,7 +13,7 @@
 #ifdef CLPOOL_HAS_OPENCL
 #include <clpool/pools/opencl_pools.hpp>
 #include <clpool/pools/registry.hpp>
-#include <clpool/runtime/detail/queue_registry.hpp>
+#include <clpool/runtime/queue_registry.hpp>
 #endif
 
 #include <atomic>

@@ -7,7 +7,7 @@
 #include <clpool/pools/opencl_pools.hpp>
 #include <clpool/pools/registry.hpp>
 #include <clpool/interop/detail/parallel_copy.hpp>
-#include <clpool/backends/detail/pinned_ranges.hpp>
+#include <clpool/backends/pinned_ranges.hpp>
 
 #include <algorithm>
 #include <array>

@@ -5,7 +5,7 @@
 #include <clpool/core/errors.hpp>
 #include <clpool/core/snapshot.hpp>
 #include <clpool/platform/process_state.hpp>
-#include <clpool/runtime/detail/registry_list.hpp>
+#include <clpool/runtime/registry_list.hpp>
 
 #include <atomic>
 #include <cstddef>

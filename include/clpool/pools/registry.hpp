@@ -4,8 +4,8 @@
 #include <clpool/pools/opencl_pools.hpp>
 #include <clpool/core/snapshot.hpp>
 #include <clpool/platform/process_state.hpp>
-#include <clpool/runtime/detail/queue_registry.hpp>
-#include <clpool/runtime/detail/registry_list.hpp>
+#include <clpool/runtime/queue_registry.hpp>
+#include <clpool/runtime/registry_list.hpp>
 
 #include <atomic>
 #include <cstdio>

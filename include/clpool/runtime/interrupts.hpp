@@ -6,7 +6,7 @@
 #include <clpool/runtime/detail/interrupt_flag.hpp>
 
 #ifdef CLPOOL_HAS_OPENCL
-#include <clpool/runtime/detail/queue_registry.hpp>
+#include <clpool/runtime/queue_registry.hpp>
 #include <clpool/runtime/waits.hpp>
 #endif
 

@@ -3,11 +3,11 @@
 
 #include <clpool/core/has_opencl.hpp>
 #include <clpool/platform/process_state.hpp>
-#include <clpool/runtime/detail/registry_list.hpp>
+#include <clpool/runtime/registry_list.hpp>
 
 #ifdef CLPOOL_HAS_OPENCL
 #include <clpool/platform/opencl.hpp>
-#include <clpool/runtime/detail/queue_registry.hpp>
+#include <clpool/runtime/queue_registry.hpp>
 #endif
 
 #include <algorithm>
