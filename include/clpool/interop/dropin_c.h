@@ -2,6 +2,12 @@
 #ifndef CLPOOL_DROPIN_C_H
 #define CLPOOL_DROPIN_C_H
 
+/* The OpenCL target clpool's C++ headers pin too, unless the program chose one before (define
+ * CL_TARGET_OPENCL_VERSION first for newer declarations). Without it <CL/cl.h> picks 3.0 and says
+ * so in a note in every file that includes this header. */
+#ifndef CL_TARGET_OPENCL_VERSION
+#define CL_TARGET_OPENCL_VERSION 120
+#endif
 #include <CL/cl.h>
 
 #ifdef __cplusplus
