@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Tests of tools/lint/check_layers.py on the fixture trees next to this file (ctest: lint.check_layers).
 
-fixtures/bad holds one of each offence; fixtures/good holds none."""
+fixtures/bad holds one of each offence; fixtures/good holds none (a same-layer detail/ include
+and a test including public headers among them)."""
 import pathlib
 import subprocess
 import sys
@@ -21,6 +22,12 @@ EXPECTED_BAD = [
     "include/clpool/devices/device.hpp:3: #include <clpool/core/missing.hpp>: no such header",
     'include/clpool/devices/device.hpp:4: #include "no_such_neighbour.hpp": no such header',
     "include/clpool/extra/stray.hpp:1: header outside every layer's folder",
+    "include/clpool/clpool.hpp:4: #include <clpool/shapes/detail/epoch.hpp>:"
+    " umbrella may not include a detail/ header of shapes (only its public headers)",
+    "backends/clpool/backends/opencl.hpp:3: #include <clpool/core/detail/counter.hpp>:"
+    " backends may not include a detail/ header of core (only its public headers)",
+    "tests/core/test_counter.cpp:2: #include <clpool/core/detail/counter.hpp>:"
+    " a detail/ header of core outside the library",
     "include/clpool/core/pool.hpp:4: folders in a cycle: core -> policies -> core"
     " (core -> policies: include/clpool/core/pool.hpp:4 <clpool/policies/locks.hpp>;"
     " policies -> core: policies/clpool/policies/locks.hpp:2 <clpool/core/errors.hpp>)",
@@ -38,7 +45,37 @@ class CheckLayers(unittest.TestCase):
         lines = r.stdout.splitlines()
         for want in EXPECTED_BAD:
             self.assertEqual(sum(line.startswith(want) for line in lines), 1, f"expected once: {want}\n{r.stdout}")
-        self.assertEqual(len(lines), len(EXPECTED_BAD), r.stdout)  # comments, detail/, same layer: no offence
+        self.assertEqual(len(lines), len(EXPECTED_BAD), r.stdout)  # comments, own detail/, same layer: no offence
+
+    def test_a_cross_layer_detail_include_fails_and_a_same_layer_one_passes(self):
+        out = run("--root", str(BAD)).stdout
+        self.assertIn("backends may not include a detail/ header of core", out)
+        self.assertNotIn("include/clpool/core/errors.hpp:", out)  # core's own detail/counter.hpp
+        self.assertNotIn("include/clpool/shapes/detail/epoch.hpp:", out)  # a detail/ header including core's public one
+        self.assertNotIn("tools/probe.cpp", out)  # a tool including public headers
+        good = run("--root", str(GOOD))  # core/pool.hpp includes core/detail/counter.hpp
+        self.assertEqual(good.returncode, 0, good.stdout)
+        self.assertIn("1 files around them", good.stderr)  # tests/test_pool.cpp was read
+
+    def test_allow_list_admits_a_listed_detail_include_with_a_reason_only(self):
+        def with_allow(text):
+            with tempfile.TemporaryDirectory() as tmp:
+                allow = pathlib.Path(tmp) / "allowed.txt"
+                allow.write_text(text)
+                return run("--root", str(BAD), "--allow", str(allow))
+        listed = "tests/core/test_counter.cpp <clpool/core/detail/counter.hpp>  # a unit test of the counter\n"
+        for entry in (listed, "tests/ <clpool/core/detail/counter.hpp>  # everything under tests/\n"):
+            r = with_allow(entry)
+            self.assertNotIn("tests/core/test_counter.cpp:2:", r.stdout)
+            self.assertEqual(len(r.stdout.splitlines()), len(EXPECTED_BAD) - 1, r.stdout)
+        r = with_allow("tests/core/test_counter.cpp <clpool/core/detail/counter.hpp>\n")
+        self.assertIn("gives no reason", r.stdout)
+        self.assertIn("tests/core/test_counter.cpp:2:", r.stdout)
+        r = with_allow(listed + "tests/gone.cpp <clpool/core/detail/counter.hpp>  # stale\n")
+        self.assertIn("'tests/gone.cpp <clpool/core/detail/counter.hpp>' matches no include", r.stdout)
+        r = with_allow(listed + "backends/clpool/backends/opencl.hpp <clpool/core/detail/counter.hpp>  # no\n")
+        self.assertIn("the library has no allow-list", r.stdout)
+        self.assertIn("backends/clpool/backends/opencl.hpp:3:", r.stdout)  # still an offence
 
     def test_good_tree_passes(self):
         r = run("--root", str(GOOD))

@@ -7,9 +7,18 @@ one line each (file:line: the include: what is wrong):
 
   - an include of a layer it may not know ("core may not include policies"): upward, or a
     capability (interop, devices, shapes) including another;
+  - an include of another layer's detail/ header: a layer reaches another only through that
+    layer's public headers (a folder's own detail/ is its own business);
   - a cycle between folders (each cycle once, with one include of each edge);
   - a header outside every layer's folder;
   - an include of a <clpool/...> header (or a "quoted" one) that does not exist.
+
+The programs around the library (every .cpp, .cc, .c, .hpp and .h under tests/, tools/ and
+benchmarks/, but the lint fixtures) are held to the same rule: a layer's public headers only,
+and a detail/ header only where the --allow FILE lists it, one entry a line:
+"<file, or folder/> <clpool/.../detail/x.hpp>  # why", the reason required. An entry that no
+longer matches an include fails, and so does one for a library header: the library has no
+allow-list.
 
 Exit status 1 when it reports anything, 0 otherwise. --known FILE accepts the offences listed
 there (one key a line, as printed in brackets at the end of each line) and fails on a listed
@@ -68,6 +77,10 @@ LAYERS = [
 CAPABILITIES = {"interop", "devices", "shapes"}  # side by side: none may know another
 INCLUDE_ROOTS = ("include", "policies", "backends", "benchmarks/include")
 HEADER_SUFFIXES = (".hpp", ".h")
+# The programs around the library: held to the public headers (--allow lists the exceptions).
+CONSUMER_ROOTS = ("tests", "tools", "benchmarks")
+CONSUMER_SUFFIXES = (".cpp", ".cc", ".c", ".hpp", ".h")
+CONSUMER_SKIP = ("tests/lint/fixtures/",)  # the checker's own fixture trees, which its tests check
 
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
 
@@ -80,6 +93,14 @@ def layer_of(rel):
         if rel == folder:
             return name
     return None
+
+
+def is_detail(rel):
+    """True for a header in a detail/ folder (at any depth) of a layer's folder."""
+    for _, folder, *_ in LAYERS:
+        if folder.endswith("/") and rel.startswith(folder):
+            return "/detail/" in "/" + rel[len(folder):]
+    return False
 
 
 def strip_comments(text):
@@ -107,12 +128,33 @@ def strip_comments(text):
     return "".join(out)
 
 
+def includes(path):
+    """(line number, '<' or '"', path) of every #include outside comments."""
+    text = strip_comments(path.read_text(encoding="utf-8", errors="replace"))
+    for lineno, line in enumerate(text.splitlines(), 1):
+        m = INCLUDE_RE.match(line)
+        if m:
+            yield (lineno, *m.groups())
+
+
 def headers(root):
     for top in INCLUDE_ROOTS:
         base = root / top
         if base.is_dir():
             for p in sorted(base.rglob("*")):
                 if p.is_file() and p.suffix in HEADER_SUFFIXES:
+                    yield p
+
+
+def consumers(root):
+    """The files of the programs around the library (none of them a library header)."""
+    library = set(headers(root))
+    for top in CONSUMER_ROOTS:
+        base = root / top
+        if base.is_dir():
+            for p in sorted(base.rglob("*")):
+                if (p.is_file() and p.suffix in CONSUMER_SUFFIXES and p not in library
+                        and not p.relative_to(root).as_posix().startswith(CONSUMER_SKIP)):
                     yield p
 
 
@@ -140,7 +182,7 @@ def resolve(root, including, kind, path):
 
 
 def check(root):
-    """Returns [(key, line)]: the offences, and the folder graph's edges."""
+    """Returns [(key, line)]: the library's offences, and the folder graph's cycles."""
     offences = []
     edges = {}  # (from layer, to layer) -> first (file:line, include) seen
     for h in headers(root):
@@ -150,12 +192,7 @@ def check(root):
             offences.append((f"{rel}: outside", f"{rel}:1: header outside every layer's folder (tools/lint/check_layers.py, LAYERS)"))
             continue
         allowed = next(a for name, _, _, _, a in LAYERS if name == layer)
-        text = strip_comments(h.read_text(encoding="utf-8", errors="replace"))
-        for lineno, line in enumerate(text.splitlines(), 1):
-            m = INCLUDE_RE.match(line)
-            if not m:
-                continue
-            kind, path = m.groups()
+        for lineno, kind, path in includes(h):
             spelled = f"<{path}>" if kind == "<" else f'"{path}"'
             target, exists = resolve(root, h, kind, path)
             if target is None:
@@ -174,12 +211,58 @@ def check(root):
             if to not in allowed:
                 why = " (capabilities do not know each other)" if {layer, to} <= CAPABILITIES else ""
                 offences.append((f"{rel}: {spelled}", f"{where}: {layer} may not include {to}{why}"))
+            elif is_detail(target):
+                offences.append((f"{rel}: {spelled} detail",
+                                 f"{where}: {layer} may not include a detail/ header of {to} (only its public headers)"))
     offences.extend(cycles(edges))
     return offences
 
 
+def check_consumers(root, allowed):
+    """The detail/ includes of the files around the library that `allowed` does not list.
+    Returns ([(key, line)], the entries of `allowed` used); an entry is (file or folder/, spelled)."""
+    offences, used = [], set()
+    for f in consumers(root):
+        rel = f.relative_to(root).as_posix()
+        for lineno, kind, path in includes(f):
+            target, exists = resolve(root, f, kind, path)
+            if target is None or not exists or not is_detail(target):
+                continue
+            spelled = f"<{path}>" if kind == "<" else f'"{path}"'
+            hit = [(w, s) for w, s in allowed if s == spelled and (rel == w or (w.endswith("/") and rel.startswith(w)))]
+            if hit:
+                used.update(hit)
+                continue
+            offences.append((f"{rel}: {spelled} detail",
+                             f"{rel}:{lineno}: #include {spelled}: a detail/ header of {layer_of(target)} outside the library "
+                             f"(include a public header, or list it with its reason in the --allow file)"))
+    return offences, used
+
+
+def read_allow(path):
+    """The --allow file: ({(file or folder/, spelled include)}, [errors])."""
+    entries, errors = set(), []
+    for lineno, line in enumerate(pathlib.Path(path).read_text(encoding="utf-8").splitlines(), 1):
+        body, _, reason = line.partition("#")
+        parts = body.split()
+        if not parts:
+            continue
+        where = f"{path}:{lineno}"
+        if len(parts) != 2:
+            errors.append(f"{where}: expected '<file, or folder/> <clpool/.../detail/x.hpp>  # why'")
+        elif not reason.strip():
+            errors.append(f"{where}: '{parts[0]} {parts[1]}' gives no reason (after a '#')")
+        elif not parts[0].startswith(tuple(top + "/" for top in CONSUMER_ROOTS)) or \
+                parts[0].startswith(tuple(top + "/" for top in INCLUDE_ROOTS)):
+            errors.append(f"{where}: {parts[0]}: only tests/, tools/ and benchmarks/ may be listed; "
+                          f"the library has no allow-list (give the header a public home)")
+        else:
+            entries.add((parts[0], parts[1]))
+    return entries, errors
+
+
 def cycles(edges):
-    """One offence per elementary cycle of the folder graph (Johnson-lite: the graph has twelve
+    """One offence per elementary cycle of the folder graph (Johnson-lite: the graph has a dozen
     nodes, so a DFS from each node over higher-ordered nodes finds each cycle once)."""
     order = {name: i for i, (name, *_) in enumerate(LAYERS)}
     succ = {}
@@ -219,6 +302,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--root", default=str(here), help="the tree to check (default: this repository)")
     ap.add_argument("--known", help="file of accepted offence keys (one a line, # comments)")
+    ap.add_argument("--allow", help="file of the detail/ includes allowed in tests/, tools/, benchmarks/, each with its reason")
     ap.add_argument("--print-table", action="store_true", help="print the layer table (markdown) and exit")
     ap.add_argument("--check-doc", metavar="FILE", help="fail unless FILE quotes the layer table verbatim")
     args = ap.parse_args()
@@ -235,6 +319,9 @@ def main():
 
     root = pathlib.Path(args.root).resolve()
     offences = check(root)
+    allowed, allow_errors = read_allow(args.allow) if args.allow else (set(), [])
+    around, used = check_consumers(root, allowed)
+    offences.extend(around)
     known = set()
     if args.known:
         for line in pathlib.Path(args.known).read_text(encoding="utf-8").splitlines():
@@ -253,9 +340,16 @@ def main():
     for key in sorted(known - seen):
         print(f"{args.known}: '{key}' no longer occurs: delete that line")
         bad += 1
-    n = sum(1 for _ in headers(root))
-    print(f"check_layers: {n} headers, {len(offences)} offences ({len(offences) - len(known & seen)} not in "
-          f"{args.known or 'a --known list'}), {bad} failing", file=sys.stderr)
+    for msg in allow_errors:
+        print(msg)
+        bad += 1
+    for where, spelled in sorted(allowed - used):
+        print(f"{args.allow}: '{where} {spelled}' matches no include: delete that line")
+        bad += 1
+    n, m = sum(1 for _ in headers(root)), sum(1 for _ in consumers(root))
+    print(f"check_layers: {n} headers and {m} files around them, {len(offences)} offences ({len(offences) - len(known & seen)} not in "
+          f"{args.known or 'a --known list'}), {len(used)} of {len(allowed)} allowed detail/ includes used, {bad} failing",
+          file=sys.stderr)
     return 1 if bad else 0
 
 
