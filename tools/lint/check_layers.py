@@ -38,7 +38,7 @@ import sys
 # (layer, folder, what it holds, may include (as written in the doc), may include (the set))
 LAYERS = [
     ("platform", "include/clpool/platform/",
-     "process state (fork generation, shutdown and exit marks), fork locks, the asymmetric fence, the one `CLPOOL_*` environment parser, release-in-place",
+     "process state (fork generation, shutdown and exit marks), fork locks, the asymmetric fence, the one `CLPOOL_*` environment parser, release-in-place, the OpenCL headers as clpool configures them",
      "nothing of clpool's", set()),
     ("core", "include/clpool/core/",
      "the Backend and policy concepts, `backend_traits`, `Pool`, `Handle`, `PoolStats`, errors, memory kinds",
@@ -54,7 +54,7 @@ LAYERS = [
      "core, diagnostics, platform", {"platform", "core", "diagnostics"}),
     ("runtime", "include/clpool/runtime/",
      "configuration (`CLPOOL_*`), shutdown and the list of registries, interrupts, interruptible waits, the queues finished at exit",
-     "core, policies, platform (no backend: the OpenCL headers come from platform)", {"platform", "core", "policies"}),
+     "core, policies, platform (never a backend)", {"platform", "core", "policies"}),
     ("pools", "include/clpool/pools/",
      "the named pools (`BufferPool`, `host::BufferPool`, ...) and their process-wide registries",
      "the above", {"platform", "core", "diagnostics", "policies", "backends", "runtime"}),
