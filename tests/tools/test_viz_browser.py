@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """clpool-viz's reports in headless Chromium (browser_check.py), for ctest: snapshot_demo's snapshot
-(bucket map, segment map, no history) and the hand-made version 2 example (timeline, segments,
+(bucket map, segment map, no history), its --pending-completed one (a pending buffer that completed
+before the snapshot: the timeline's bytes against the pool's peak) and the hand-made version 2 example (timeline, segments,
 out-of-memory marks, call sites); and a page with a script error, which the check must catch.
 Exit 77 (ctest: skipped) when no chromium is installed (Debian's chromium, .ci/deps.d/viz.txt),
 except under CI (CI set), which installs it: there a missing browser is a failure.
@@ -24,7 +25,10 @@ check = os.path.join(here, "browser_check.py")
 os.makedirs(out, exist_ok=True)
 demo_json = os.path.join(out, "browser-demo.json")
 subprocess.run([demo, demo_json], check=True, capture_output=True)
-cases = [(demo_json, "browser-demo.html"),
+# A pending buffer whose event completed before the snapshot: cached, with no event saying so.
+pending_json = os.path.join(out, "browser-pending-completed.json")
+subprocess.run([demo, "--pending-completed", pending_json], check=True, capture_output=True)
+cases = [(demo_json, "browser-demo.html"), (pending_json, "browser-pending-completed.html"),
          (os.path.join(here, "..", "data", "viz", "snapshot_v2.json"), "browser-v2.html")]
 failed = False
 for snap, page in cases:

@@ -26,7 +26,37 @@ def _load(name, path):
 
 
 viz = _load("clpool_viz", root / "tools" / "viz" / "clpool-viz")
+browser_check = _load("browser_check", root / "tests" / "tools" / "browser_check.py")
 SNAPSHOT_V2 = root / "tests" / "data" / "viz" / "snapshot_v2.json"
+MiB = 1 << 20
+
+
+def _stats(**bytes_):
+    s = {f: 0 for f in viz.STATS_FIELDS}
+    s.update(bytes_)
+    return s
+
+
+def _event(t_ns, action, ident, held, requested=None, hit=None):
+    e = {"t_ns": t_ns, "action": action, "id": ident, "bytes_requested": held if requested is None else requested,
+         "bytes_held": held, "bucket_size": held, "tag": None}
+    if action == "alloc":
+        e["hit"] = bool(hit)
+    return e
+
+
+def _buffer(ident, state, held):
+    return {"id": ident, "state": state, "bucket_size": held, "bytes_requested": held if state == "in_use" else 0,
+            "bytes_held": held, "made_ns": 1000, "handout_seq": 1, "handouts_since": 0, "uses": 1, "tag": ""}
+
+
+def _pool(name, stats, buffers, events, dropped=0):
+    return {"name": name, "taken_ns": 9000, "stats": stats, "buffers": buffers,
+            "history": {"capacity": 64, "recorded": len(events) + dropped, "dropped": dropped, "events": events}}
+
+
+def _snapshot(pools, version=2):
+    return {"schema": "clpool.snapshot", "version": version, "taken_ns": 9000, "out_of_memory": None, "pools": pools}
 
 
 class BrokenSnapshots(unittest.TestCase):
@@ -104,6 +134,57 @@ class HostileTags(unittest.TestCase):
         self.assertFalse("<!--" in data, "'<!--' in the inlined snapshot")
         self.assertFalse("<script" in data.lower(), "'<script' in the inlined snapshot")
         self.assertEqual(json.loads(data), snap)
+
+
+@unittest.skipUnless(browser_check.browser() or os.environ.get("CI"), "chromium is not installed (apt-get install chromium)")
+class Timeline(unittest.TestCase):
+    """The page's timeline, rendered in headless Chromium and read through its documented hooks
+    (svg.timeline data-peak and data-start, path.series data-max and data-min)."""
+
+    @classmethod
+    def setUpClass(cls):
+        pools = [
+            # allocate 1 MiB, release_after an event, the event completes, snapshot: the snapshot's
+            # look at the pending list moved the buffer to the cache, and no event says so.
+            _pool("pending-completed", _stats(bytes_allocated=MiB, bytes_cached=MiB, peak_bytes_allocated=MiB,
+                                              peak_bytes_in_use=MiB),
+                  [_buffer(1, "cached", MiB)],
+                  [_event(1000, "alloc", 1, MiB, hit=False), _event(2000, "pending", 1, MiB)]),
+            # The ring dropped the allocate of a buffer in use; the pool then refused its release
+            # (a cap): an evict with the bytes its holder asked for.
+            _pool("evicted-in-use", _stats(peak_bytes_allocated=4096, peak_bytes_in_use=4096), [],
+                  [_event(3000, "evict", 2, 4096, requested=3000)], dropped=1),
+        ]
+        cls.snap = _snapshot(pools)
+        with tempfile.TemporaryDirectory() as d:
+            src, dst = os.path.join(d, "snap.json"), os.path.join(d, "report.html")
+            with open(src, "w", encoding="utf-8") as f:
+                json.dump(cls.snap, f)
+            assert viz.main([src, "-o", dst]) == 0
+            cls.page = browser_check.render(dst)
+        cls.charts = {e.int("data-pool"): e for e in cls.page.all("svg", "timeline")}
+        paths = cls.page.all("path", "series")
+        cls.series = {(i, k): paths[3 * i + j] for i in range(len(pools)) for j, k in enumerate(viz.STATES)}
+
+    # The page undid the history from each buffer's last-seen state (pending), while the snapshot
+    # holds it cached: 2 MiB drawn at the peak of a pool that held 1 MiB, and 1 MiB cached before
+    # the buffer was made.
+    def test_a_pending_buffer_that_completed_before_the_snapshot_is_counted_once(self):
+        chart = self.charts[0]
+        self.assertEqual(chart.int("data-peak"), MiB)
+        self.assertEqual(chart.int("data-start"), 0)
+        for k in viz.STATES:
+            self.assertGreaterEqual(self.series[0, k].int("data-min"), 0, k)
+        self.assertEqual(self.series[0, "pending"].int("data-max"), MiB)
+        self.assertEqual(self.series[0, "cached"].int("data-max"), MiB)
+        self.assertEqual(browser_check.timeline_problems(self.page, self.snap)[:1], [])
+
+    # An evict the history never saw the buffer before: with bytes asked for, the buffer was in
+    # use (a release the pool did not keep), not cached.
+    def test_an_evict_of_an_unseen_buffer_in_use_was_in_use_before(self):
+        self.assertEqual(self.series[1, "in_use"].int("data-max"), 4096)
+        self.assertEqual(self.series[1, "cached"].int("data-max"), 0)
+        self.assertEqual(self.charts[1].int("data-start"), 4096)
 
 
 if __name__ == "__main__":

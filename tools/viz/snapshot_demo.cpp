@@ -1,9 +1,50 @@
 // snapshot_demo: writes the snapshot of a small host pool (buffers in use with tags, cached ones, its history with call sites) and of a host arena (segments with holes), for clpool-viz's tests.
+// With --pending-completed: one 1 MiB buffer released after an event that completes before the snapshot.
 #include <clpool/core/snapshot_json.hpp>
 #include <clpool/pools/aliases.hpp>
 
+#include <atomic>
 #include <cstdio>
+#include <cstring>
+#include <memory>
+#include <thread>
 #include <vector>
+
+namespace {
+
+// Host memory with events that complete when told: the host backend has none, and an OpenCL
+// device is not everywhere the report is tested.
+struct EventHostBackend : clpool::HostBackend {
+    EventHostBackend() = default;
+    using event_type = std::shared_ptr<std::atomic<bool>>;
+    static constexpr clpool::BackendAbilities abilities = clpool::BackendAbility::events;
+    static bool event_complete(const event_type& e) noexcept { return e->load(); }
+    static void wait_for(const event_type* events, std::size_t count) noexcept {
+        for (std::size_t i = 0; i < count; ++i)
+            while (!events[i]->load()) std::this_thread::yield();
+    }
+};
+
+// Allocate, release_after an event, the event completes (as after queue.finish()), snapshot:
+// the snapshot finds the buffer cached, and no event of the history says it moved.
+int pending_completed(const char* path) {
+    clpool::BasicBufferPool<EventHostBackend> pool{EventHostBackend{}};
+    pool.record_history(64);
+    auto h = pool.allocate(std::size_t{1} << 20);
+    const auto done = std::make_shared<std::atomic<bool>>(false);
+    h.release_after(&done, 1);
+    done->store(true);
+    clpool::ProcessSnapshot snap;
+    snap.pools.push_back(pool.snapshot());
+    snap.taken_ns = snap.pools.back().taken_ns;
+    if (!clpool::write_snapshot(path, snap)) {
+        std::fprintf(stderr, "snapshot_demo: cannot write %s\n", path);
+        return 1;
+    }
+    return 0;
+}
+
+}  // namespace
 
 // Named, and exported (the target links with -rdynamic), so that call sites name it.
 [[gnu::noinline]] void snapshot_demo_fill(clpool::host::BufferPool& pool,
@@ -16,8 +57,9 @@
 }
 
 int main(int argc, char** argv) {
+    if (argc == 3 && std::strcmp(argv[1], "--pending-completed") == 0) return pending_completed(argv[2]);
     if (argc != 2) {
-        std::fprintf(stderr, "usage: snapshot_demo out.json\n");
+        std::fprintf(stderr, "usage: snapshot_demo [--pending-completed] out.json\n");
         return 2;
     }
     clpool::host::BufferPool pool{clpool::HostBackend{}};

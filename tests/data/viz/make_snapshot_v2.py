@@ -26,6 +26,7 @@ class Model:
         self.name, self.t, self.arena = name, t0, arena
         self.bufs, self.events, self.next_id, self.seq = {}, [], 0x10000 + rng.randrange(1 << 12) * 64, 0
         self.hits = self.misses = self.evictions = 0
+        self.peak_allocated = self.peak_in_use = 0
 
     def event(self, action, buf=None, requested=0, hit=None, fr=None):
         self.t += rng.randrange(20_000, 400_000)
@@ -37,6 +38,9 @@ class Model:
         if fr:
             e["frames"] = fr
         self.events.append(e)
+        held = list(self.bufs.values())
+        self.peak_allocated = max(self.peak_allocated, sum(b["bytes_held"] for b in held))
+        self.peak_in_use = max(self.peak_in_use, sum(b["bytes_held"] for b in held if b["state"] == "in_use"))
 
     def bucket(self, n):
         if self.arena:
@@ -92,7 +96,7 @@ class Model:
                  "oom_retries": 0, "failed_allocations": 0, "bytes_allocated": sum(total.values()),
                  "bytes_cached": total["cached"], "bytes_in_use": total["in_use"],
                  "bytes_requested": sum(b["bytes_requested"] for b in bufs), "bytes_pending": total["pending"],
-                 "peak_bytes_allocated": sum(total.values()), "peak_bytes_in_use": total["in_use"],
+                 "peak_bytes_allocated": self.peak_allocated, "peak_bytes_in_use": self.peak_in_use,
                  "buckets": sorted(buckets.values(), key=lambda c: c["bucket_size"])}
         events = self.events[-capacity:]
         out = {"name": self.name, "taken_ns": self.t + 1000, "stats": stats,
