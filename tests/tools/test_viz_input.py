@@ -113,6 +113,40 @@ class BrokenSnapshots(unittest.TestCase):
                 self.assertIn(f"{where}: {name} is not valid JSON", err.getvalue())
 
 
+class VersionOne(unittest.TestCase):
+    # The report and the PyTorch export read a pool's history and segments in any version: a
+    # version 1 file that has them gets them checked as version 2's, so a bad one is exit 2
+    # naming the field, and no pickle (not an empty one) is left behind.
+    def test_a_bad_segment_in_a_version_1_file_is_named_and_no_pickle_is_written(self):
+        snap = json.loads(SNAPSHOT_V2.read_text(encoding="utf-8"))
+        snap["version"] = 1
+        del snap["pools"][1]["segments"][0]["blocks"][1]["state"]
+        with tempfile.TemporaryDirectory() as d:
+            src, pt = os.path.join(d, "snap.json"), os.path.join(d, "out.pickle")
+            with open(src, "w", encoding="utf-8") as f:
+                json.dump(snap, f)
+            err = io.StringIO()
+            with redirect_stderr(err):
+                rc = viz.main([src, "--pytorch", pt])
+            self.assertEqual(rc, 2)
+            self.assertIn("pools[1].segments[0].blocks[1].state: missing", err.getvalue())
+            self.assertFalse(os.path.exists(pt), "a pickle was left behind")
+
+    def test_a_bad_history_event_in_a_version_1_file_is_named(self):
+        snap = json.loads(SNAPSHOT_V2.read_text(encoding="utf-8"))
+        snap["version"] = 1
+        snap["pools"][0]["history"]["events"][2]["bytes_held"] = "many"
+        with tempfile.TemporaryDirectory() as d:
+            src = os.path.join(d, "snap.json")
+            with open(src, "w", encoding="utf-8") as f:
+                json.dump(snap, f)
+            err = io.StringIO()
+            with redirect_stderr(err):
+                rc = viz.main([src, "-o", os.path.join(d, "r.html"), "--pytorch", os.path.join(d, "out.pickle")])
+            self.assertEqual(rc, 2)
+            self.assertIn("pools[0].history.events[2].bytes_held: expected an integer", err.getvalue())
+
+
 class HostileTags(unittest.TestCase):
     # The snapshot is inlined in a <script>. Escaping "</" alone is not enough: a tag (or call
     # site) holding "<!--<script>" puts the HTML parser in the script's "double escaped" state, so
