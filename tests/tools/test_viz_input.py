@@ -9,6 +9,7 @@ import importlib.util
 import io
 import json
 import os
+import pickle
 import tempfile
 import unittest
 from contextlib import redirect_stderr
@@ -145,6 +146,36 @@ class VersionOne(unittest.TestCase):
                 rc = viz.main([src, "-o", os.path.join(d, "r.html"), "--pytorch", os.path.join(d, "out.pickle")])
             self.assertEqual(rc, 2)
             self.assertIn("pools[0].history.events[2].bytes_held: expected an integer", err.getvalue())
+
+
+class PytorchExport(unittest.TestCase):
+    def export(self, snap):
+        with tempfile.TemporaryDirectory() as d:
+            src, pt = os.path.join(d, "snap.json"), os.path.join(d, "out.pickle")
+            with open(src, "w", encoding="utf-8") as f:
+                json.dump(snap, f)
+            self.assertEqual(viz.main([src, "--pytorch", pt]), 0)
+            with open(pt, "rb") as f:
+                return pickle.load(f)
+
+    # A pending buffer whose events completed is cached in the snapshot, its block inactive; its
+    # free_requested must complete in the trace too (by the snapshot's moment), or PyTorch's
+    # viewer keeps it pending to the end while the segments say it is free. One still pending
+    # in the snapshot stays requested.
+    def test_a_pending_buffer_that_completed_has_its_free_completed(self):
+        pools = [_pool("pending-completed", _stats(bytes_allocated=MiB, bytes_cached=MiB), [_buffer(1, "cached", MiB)],
+                       [_event(1000, "alloc", 1, MiB, hit=False), _event(2000, "pending", 1, MiB)]),
+                 _pool("still-pending", _stats(bytes_allocated=MiB, bytes_pending=MiB), [_buffer(2, "pending", MiB)],
+                       [_event(1000, "alloc", 2, MiB, hit=False), _event(2000, "pending", 2, MiB)])]
+        data = self.export(_snapshot(pools))
+        done, still = data["device_traces"]
+        self.assertEqual([e["action"] for e in done],
+                         ["segment_alloc", "alloc", "free_requested", "free_completed"])
+        self.assertEqual(done[-1]["addr"], done[1]["addr"])
+        self.assertEqual(done[-1]["time_us"], 9)  # the snapshot's moment, 9000 ns
+        self.assertEqual([e["action"] for e in still], ["segment_alloc", "alloc", "free_requested"])
+        states = {s["device"]: [b["state"] for b in s["blocks"]] for s in data["segments"]}
+        self.assertEqual(states, {0: ["inactive"], 1: ["active_pending_free"]})
 
 
 class HostileTags(unittest.TestCase):
