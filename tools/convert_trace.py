@@ -22,6 +22,7 @@ import sys
 HEADER = "clpool-trace 1"  # tools/common/trace_format.hpp
 FLAGS_READ_WRITE = 0x1  # CL_MEM_READ_WRITE: both sources allocate plain device memory
 MAX_T_NS = 2**64 - 1  # a trace's times are decimal nanoseconds in 64 bits (tools/replay/trace.hpp)
+MAX_LIVE_BYTES = 2**64 - 1  # clpool-replay counts the bytes live at once in 64 bits, and refuses more
 
 
 class ConvertError(Exception):
@@ -56,13 +57,19 @@ class _Writer:
         self.last_t = max(self.last_t, t)
         return self.last_t
 
-    def alloc(self, t_ns, ctx, address, nbytes, where):
-        """`where` names the input's event or line in an error."""
+    def alloc(self, t_ns, ctx, address, nbytes, where, event=None):
+        """`where` names the input's event or line and its time in an error; `event` (where if
+        None) the event or line alone."""
         t = self._time(t_ns, where)
         key = (ctx, address)
         if key in self.live:  # a free the log lost: close the old block first
             self.implied_frees += 1
             self.free(t + self.origin, ctx, address, where)
+        if nbytes > MAX_LIVE_BYTES - self.live_bytes:
+            raise ConvertError(
+                f"{event or where}: size {nbytes} with {self.live_bytes} bytes live takes the live bytes past "
+                f"{MAX_LIVE_BYTES} (2^64-1); expected live bytes that fit in 64 bits, the trace format's limit"
+            )
         ident = self.next_id
         self.next_id += 1
         self.live[key] = (ident, nbytes)
@@ -93,6 +100,39 @@ class _Writer:
 
 
 # ---------------------------------------------------------------- PyTorch
+
+
+class _Mapped:
+    """The byte ranges mapped into expandable segments during the log, per device: what an
+    unmap gives back is the part of its range mapped here (the rest was mapped before the log)."""
+
+    def __init__(self):
+        self.ranges = {}  # ctx -> [(start, end)], disjoint
+
+    def _cut(self, ctx, start, end):
+        kept, overlap = [], 0
+        for a, b in self.ranges.get(ctx, []):
+            lo, hi = max(a, start), min(b, end)
+            if lo >= hi:
+                kept.append((a, b))
+                continue
+            overlap += hi - lo
+            if a < lo:
+                kept.append((a, lo))
+            if hi < b:
+                kept.append((hi, b))
+        self.ranges[ctx] = kept
+        return overlap
+
+    def map(self, ctx, address, size):
+        """Returns the bytes newly mapped."""
+        again = self._cut(ctx, address, address + size)
+        self.ranges[ctx].append((address, address + size))
+        return size - again
+
+    def unmap(self, ctx, address, size):
+        """Returns the bytes unmapped that were mapped during the log."""
+        return self._cut(ctx, address, address + size)
 
 
 class _PlainUnpickler(pickle.Unpickler):
@@ -136,7 +176,7 @@ def convert_torch(data):
             if not isinstance(e, dict) or "action" not in e:
                 raise ConvertError(f"device_traces[{device}][{k}] is not an event (a dict with 'action')")
             action = e["action"]
-            if action not in ("alloc", "free_completed", "segment_alloc", "segment_free"):
+            if action not in ("alloc", "free_completed", "segment_alloc", "segment_free", "segment_map", "segment_unmap"):
                 continue
             for field in ("addr", "size"):
                 if not isinstance(e.get(field), int) or isinstance(e.get(field), bool) or e[field] < 0:
@@ -159,7 +199,9 @@ def convert_torch(data):
     w = _Writer()
     reserved = peak_reserved = 0
     segment_frees_unknown = 0
+    unmapped_unknown = 0  # bytes unmapped that were mapped before the log began
     segments = set()
+    mapped = _Mapped()
     for i, (t_us, device, _, e, k) in enumerate(events):
         if t_us is None:
             t_ns = i * 1000
@@ -172,13 +214,20 @@ def convert_torch(data):
         if e["action"] == "alloc":
             if e["size"] == 0:
                 continue
-            w.alloc(t_ns, ctx, e["addr"], e["size"], where)
+            w.alloc(t_ns, ctx, e["addr"], e["size"], where, f"device_traces[{device}][{k}] (alloc)")
         elif e["action"] == "free_completed":
             w.free(t_ns, ctx, e["addr"], where)
         elif e["action"] == "segment_alloc":
             segments.add((ctx, e["addr"]))
             reserved += e["size"]
             peak_reserved = max(peak_reserved, reserved)
+        elif e["action"] == "segment_map":  # expandable segments: memory mapped into a reserved range
+            reserved += mapped.map(ctx, e["addr"], e["size"])
+            peak_reserved = max(peak_reserved, reserved)
+        elif e["action"] == "segment_unmap":
+            gone = mapped.unmap(ctx, e["addr"], e["size"])
+            reserved -= gone
+            unmapped_unknown += e["size"] - gone
         else:  # segment_free
             if (ctx, e["addr"]) in segments:
                 segments.discard((ctx, e["addr"]))
@@ -189,7 +238,8 @@ def convert_torch(data):
         "converted from a PyTorch memory snapshot by tools/convert_trace.py",
         "sizes are PyTorch's block sizes (requests rounded to 512 B), ctx is the CUDA device + 1",
         f"pytorch reserved: peak {peak_reserved} bytes in segments allocated during the log"
-        + (f" ({segment_frees_unknown} segments freed that were allocated before it)" if segment_frees_unknown else ""),
+        + (f" ({segment_frees_unknown} segments freed that were allocated before it)" if segment_frees_unknown else "")
+        + (f" ({unmapped_unknown} bytes unmapped that were mapped before it)" if unmapped_unknown else ""),
     ]
     return w.text(comments)
 
@@ -257,7 +307,7 @@ def convert_rmm(text):
         where = f"line {line}: Time '{row[col['Time']].strip()}'"
         if action == "allocate":
             if size > 0:
-                w.alloc(t, 1, address, size, where)
+                w.alloc(t, 1, address, size, where, f"line {line}")
         elif action == "free":
             w.free(t, 1, address, where)
         elif "fail" in action:

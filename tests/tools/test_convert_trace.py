@@ -147,6 +147,40 @@ class TorchSnapshot(unittest.TestCase):
         with self.assertRaisesRegex(ct.ConvertError, r"device_traces\[0\]\[0\] \(alloc\) has size=\[\["):
             ct.convert("torch", data)
 
+    # With expandable segments (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True) PyTorch records
+    # no segment_alloc or segment_free: memory is mapped into and unmapped from a reserved range
+    # (segment_map, segment_unmap), and what it reserved is what is mapped.
+    def test_expandable_segments_count_as_reserved(self):
+        base, mib = 0x7F0000000000, 1 << 20
+        trace = [{"action": "segment_map", "addr": base, "size": 20 * mib, "time_us": 1},
+                 {"action": "alloc", "addr": base, "size": 8 * mib, "time_us": 2},
+                 {"action": "segment_map", "addr": base + 20 * mib, "size": 4 * mib, "time_us": 3},
+                 {"action": "free_completed", "addr": base, "size": 8 * mib, "time_us": 4},
+                 {"action": "segment_unmap", "addr": base + 2 * mib, "size": 22 * mib, "time_us": 5},
+                 {"action": "segment_map", "addr": base + 2 * mib, "size": 2 * mib, "time_us": 6},
+                 # Mapped before the log began: unmapping it frees nothing the log counted.
+                 {"action": "segment_unmap", "addr": base + 64 * mib, "size": 2 * mib, "time_us": 7}]
+        out = ct.convert("torch", pickle.dumps({"device_traces": [trace]}))
+        self.assertIn(f"pytorch reserved: peak {24 * mib} bytes", out)
+        self.assertIn(f"{2 * mib} bytes unmapped that were mapped before it", out)
+        check_well_formed(self, out)
+        bad = pickle.dumps({"device_traces": [[{"action": "segment_map", "addr": base, "size": -1}]]})
+        with self.assertRaisesRegex(ct.ConvertError, r"device_traces\[0\]\[0\] \(segment_map\) has size=-1"):
+            ct.convert("torch", bad)
+
+    # clpool-replay counts live bytes in 64 bits and refuses a trace whose sizes pass them: the
+    # converter names the event instead of writing that trace.
+    def test_sizes_past_64_bits_are_named(self):
+        for sizes, at in (([2**64], 0), ([2**63, 2**63], 1), ([2**64 - 1], None)):
+            trace = [{"action": "alloc", "addr": 16 * (i + 1), "size": n, "time_us": i} for i, n in enumerate(sizes)]
+            with self.subTest(sizes=sizes):
+                if at is None:
+                    self.assertIn(f" alloc 1 0x1 0x1 {2**64 - 1}\n", ct.convert("torch", pickle.dumps({"device_traces": [trace]})))
+                    continue
+                with self.assertRaisesRegex(ct.ConvertError, rf"device_traces\[0\]\[{at}\] \(alloc\): size {sizes[at]} "
+                                                             rf"with {sum(sizes[:at])} bytes live .*{2**64 - 1}"):
+                    ct.convert("torch", pickle.dumps({"device_traces": [trace]}))
+
 
 class RmmLog(unittest.TestCase):
     def setUp(self):
@@ -184,6 +218,11 @@ class RmmLog(unittest.TestCase):
             ct.convert("rmm", (head + "1,00:00:01.5,allocate,0x10,-4096,0x0\n").encode())
         with self.assertRaisesRegex(ct.ConvertError, "line 3: bad Size '-8'"):
             ct.convert("rmm", (head + "1,00:00:01.5,allocate,0x10,8,0x0\n1,00:00:01.6,free,0x10,-8,0x0\n").encode())
+
+    def test_a_size_past_64_bits_is_named_by_line(self):
+        head = "Thread,Time,Action,Pointer,Size,Stream\n"
+        with self.assertRaisesRegex(ct.ConvertError, rf"line 2: size {2**64} with 0 bytes live .*{2**64 - 1}"):
+            ct.convert("rmm", (head + f"1,00:00:01.5,allocate,0x10,{2**64},0x0\n").encode())
 
 
 class CommandLine(unittest.TestCase):
