@@ -22,13 +22,21 @@ import tempfile
 from html.parser import HTMLParser
 
 
+# Every selector and attribute of the page this check reads: the hooks docs/OBSERVABILITY.md
+# documents ("The report's hooks"), which test_viz_input.py holds to that table.
+HOOKS = ('body[data-error="1"]', "#errors", "[data-drawn]", "rect.block.<state>[data-id]",
+         "rect.segblock.<state>[data-id]", "svg.timeline[data-pool]", "data-peak", "data-start",
+         "path.series.<state>", "data-points", "data-max", "data-min", "line.oom-mark", "tr.holder", "td.site",
+         "#no-history")
+
+
 def browser():
     return shutil.which("chromium") or shutil.which("chromium-browser")
 
 
 class Element:
-    def __init__(self, tag, attrs):
-        self.tag = tag
+    def __init__(self, tag, attrs, parent=None):
+        self.tag, self.parent = tag, parent
         self.attrs = dict(attrs)
         self.classes = set((self.attrs.get("class") or "").split())
         self.text = ""
@@ -43,12 +51,12 @@ class _Collect(HTMLParser):
         self.elements, self.open = [], []
 
     def handle_starttag(self, tag, attrs):
-        e = Element(tag, attrs)
+        e = Element(tag, attrs, self.open[-1] if self.open else None)
         self.elements.append(e)
         self.open.append(e)
 
     def handle_startendtag(self, tag, attrs):
-        self.elements.append(Element(tag, attrs))
+        self.elements.append(Element(tag, attrs, self.open[-1] if self.open else None))
 
     def handle_endtag(self, tag):
         while self.open:
@@ -71,6 +79,10 @@ class Page:
 
     def all(self, tag=None, *classes):
         return [e for e in self.elements if (tag is None or e.tag == tag) and set(classes) <= e.classes]
+
+    def series(self, chart, state):
+        """The path.series of one state in an svg.timeline."""
+        return next((e for e in self.all("path", "series", state) if e.parent is chart), None)
 
     def by_id(self, ident):
         return next((e for e in self.elements if e.attrs.get("id") == ident), None)
@@ -120,7 +132,10 @@ def timeline_problems(page, snap):
         if chart is None:
             out.append(f"pool {i}: no timeline drawn")
             continue
-        low = [(s.attrs["class"], s.int("data-min")) for s in series if s.int("data-min") < 0]
+        mine = [s for s in series if s.parent is chart]
+        if len(mine) != 3:
+            out.append(f"pool {i}: {len(mine)} series in its timeline, expected 3")
+        low = [(s.attrs["class"], s.int("data-min")) for s in mine if s.int("data-min") < 0]
         peak, start = chart.int("data-peak"), chart.int("data-start")
         known = pool["stats"].get("peak_bytes_allocated")
         if known is not None and peak > known:

@@ -10,6 +10,7 @@ import io
 import json
 import os
 import pickle
+import re
 import tempfile
 import unittest
 from contextlib import redirect_stderr
@@ -112,6 +113,23 @@ class BrokenSnapshots(unittest.TestCase):
                     rc = viz.main([src, "-o", os.path.join(d, "report.html")])
                 self.assertEqual(rc, 2)
                 self.assertIn(f"{where}: {name} is not valid JSON", err.getvalue())
+
+
+class Hooks(unittest.TestCase):
+    # A test or script reading the report relies on what docs/OBSERVABILITY.md documents, not on
+    # what it finds by inspecting the DOM: every hook browser_check.py reads is in that table, and
+    # every class, id and attribute it names is one the page makes.
+    def test_every_hook_the_browser_check_reads_is_documented_and_made_by_the_page(self):
+        doc = (root / "docs" / "OBSERVABILITY.md").read_text(encoding="utf-8")
+        start = doc.index("### The report's hooks")
+        table = doc[start:doc.index("\n## ", start)]
+        for hook in browser_check.HOOKS:
+            with self.subTest(hook=hook):
+                self.assertIn(hook, table)
+                for name in re.findall(r"[.#\[]([a-z][a-z_-]*)", hook.replace("<state>", "in_use")) or [hook]:
+                    # An attribute set through the dataset: body.dataset.drawn = ... is data-drawn.
+                    made = name in viz.PAGE or (name.startswith("data-") and re.search(rf"\.{name[5:]} = ", viz.PAGE))
+                    self.assertTrue(made, f"the page makes no {name}")
 
 
 class VersionOne(unittest.TestCase):
@@ -228,8 +246,7 @@ class Timeline(unittest.TestCase):
             assert viz.main([src, "-o", dst]) == 0
             cls.page = browser_check.render(dst)
         cls.charts = {e.int("data-pool"): e for e in cls.page.all("svg", "timeline")}
-        paths = cls.page.all("path", "series")
-        cls.series = {(i, k): paths[3 * i + j] for i in range(len(pools)) for j, k in enumerate(viz.STATES)}
+        cls.series = {(i, k): cls.page.series(cls.charts[i], k) for i in range(len(pools)) for k in viz.STATES}
 
     # The page undid the history from each buffer's last-seen state (pending), while the snapshot
     # holds it cached: 2 MiB drawn at the peak of a pool that held 1 MiB, and 1 MiB cached before
