@@ -107,13 +107,13 @@ void give_back(State& st, ContextState& cs) {
 }
 
 std::shared_ptr<PoolT> pool_for(ContextState& cs, cl_mem_flags key) {
-    auto& slot = cs.pools[key];
-    if (!slot) {
-        if (!cs.device) cs.device = opencl::context_devices(cs.ctx)[0];
-        slot = std::make_shared<PoolT>(WatchedBackend(cl::Context(cs.ctx, true), cs.device, key), RecordingCapped{});
-        slot->backend().pool = slot.get();
-    }
-    return slot;
+    if (auto it = cs.pools.find(key); it != cs.pools.end()) return it->second;
+    // Made before it goes into the map: every walk of cs.pools may take each entry to be a pool.
+    if (!cs.device) cs.device = opencl::context_devices(cs.ctx)[0];
+    auto pool = std::make_shared<PoolT>(WatchedBackend(cl::Context(cs.ctx, true), cs.device, key), RecordingCapped{});
+    pool->backend().pool = pool.get();
+    cs.pools.emplace(key, pool);
+    return pool;
 }
 
 namespace {

@@ -73,6 +73,20 @@ add_test(NAME interpose_snapshot_exit.preload COMMAND interpose_snapshot_exit)
 set_tests_properties(interpose_snapshot_exit.preload PROPERTIES TIMEOUT 60 ENVIRONMENT
   "LD_PRELOAD=${_lib};CLPOOL_INTERPOSER=${_lib};OPENCL_LAYERS=${_fake};FAKE_OOM_BYTES=4194304;CLPOOL_SNAPSHOT=${CMAKE_CURRENT_BINARY_DIR}/snapshot_exit.json")
 
+# A pool that cannot be made (an invalid CLPOOL_MAX_CACHED_GB): the driver serves, nothing is left behind.
+add_executable(interpose_pool_refused ${CMAKE_CURRENT_SOURCE_DIR}/tests/interpose_pool_refused.c)
+target_link_libraries(interpose_pool_refused PRIVATE OpenCL::OpenCL clpool_warnings ${CMAKE_DL_LIBS})
+add_dependencies(interpose_pool_refused clpool_interpose)
+add_dependencies(interpose_semantics interpose_pool_refused)
+add_test(NAME interpose_pool_refused.plain COMMAND interpose_pool_refused)
+set_tests_properties(interpose_pool_refused.plain PROPERTIES ENVIRONMENT "CLPOOL_MAX_CACHED_GB=lots")
+add_test(NAME interpose_pool_refused.preload COMMAND interpose_pool_refused)
+set_tests_properties(interpose_pool_refused.preload PROPERTIES ENVIRONMENT
+  "LD_PRELOAD=${_lib};CLPOOL_INTERPOSER=${_lib};CLPOOL_MAX_CACHED_GB=lots")
+add_test(NAME interpose_pool_refused.layer COMMAND interpose_pool_refused)
+set_tests_properties(interpose_pool_refused.layer PROPERTIES ENVIRONMENT
+  "OPENCL_LAYERS=${_lib};CLPOOL_INTERPOSER=${_lib};CLPOOL_MAX_CACHED_GB=lots")
+
 # Allocation churn, plain vs interposed (a measurement, not a test: run it by hand or from
 # benchmarks/gpu/interposer.sh).
 add_executable(interpose_bench ${CMAKE_CURRENT_SOURCE_DIR}/tests/interpose_bench.c)
