@@ -97,6 +97,23 @@ int main(void) {
         CHECK(c.live_buffers == c0.live_buffers);
         CHECK(c.contexts_open == c0.contexts_open);
     }
+    /* Releasing a context whose pools the interposer closes, out of host memory: it is released,
+     * and the failure stays inside (the pools' stats are folded into the totals there). */
+    cl_context ctx3 = clCreateContext(NULL, 1, &dev, NULL, NULL, &err);
+    OK(err);
+    for (int i = 0; i < 3; ++i) {  /* three pools, one bucket cached in each */
+        const cl_mem_flags access[] = {CL_MEM_READ_WRITE, CL_MEM_READ_ONLY, CL_MEM_WRITE_ONLY};
+        cl_mem m3 = clCreateBuffer(ctx3, access[i], 4096, NULL, &err);
+        OK(err);
+        if (m3) OK(clReleaseMemObject(m3));
+    }
+    const clpool_interpose_counters before_close = counters();
+    failing = get_counters != NULL;
+    err = clReleaseContext(ctx3);
+    failing = 0;
+    OK(err);
+    if (get_counters) CHECK(counters().contexts_open + 1 == before_close.contexts_open);
+
     /* And the interposer still pools: the cached 4 KiB bucket serves again. */
     const clpool_interpose_counters c1 = counters();
     cl_mem again = clCreateBuffer(ctx, CL_MEM_READ_WRITE, 4096, NULL, &err);
