@@ -42,3 +42,6 @@
 #include <clpool/pools/opencl_pools.hpp>
 #include <clpool/pools/registry.hpp>
 #endif
+
+// clpool 0.1's spellings of these headers' types, deprecated (CHANGELOG.md, "Migrating from 0.1").
+#include <clpool/compat/deprecated_0_1.hpp>

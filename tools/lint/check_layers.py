@@ -72,10 +72,20 @@ LAYERS = [
      "core, diagnostics, policies, platform", {"platform", "core", "diagnostics", "policies"}),
     ("umbrella", "include/clpool/clpool.hpp",
      "everything",
-     "all", {"platform", "core", "diagnostics", "policies", "backends", "runtime", "pools", "interop", "devices", "shapes"}),
+     "all", {"platform", "core", "diagnostics", "policies", "backends", "runtime", "pools", "interop", "devices", "shapes",
+             "compat"}),
+    ("compat", "include/clpool/compat/",
+     "0.1's spellings of public types as `[[deprecated]]` aliases (CHANGELOG.md)",
+     "all but the umbrella", {"platform", "core", "diagnostics", "policies", "backends", "runtime", "pools", "interop",
+                              "devices", "shapes"}),
+    # An include root of its own, so that 0.1's paths (<clpool/transfer.hpp>) resolve there.
+    ("old paths", "compat/clpool/",
+     "0.1's header paths, each including today's headers and the compat aliases (CHANGELOG.md)",
+     "all but the umbrella", {"platform", "core", "diagnostics", "policies", "backends", "runtime", "pools", "interop",
+                              "devices", "shapes", "compat"}),
 ]
 CAPABILITIES = {"interop", "devices", "shapes"}  # side by side: none may know another
-INCLUDE_ROOTS = ("include", "policies", "backends", "benchmarks/include")
+INCLUDE_ROOTS = ("include", "policies", "backends", "benchmarks/include", "compat")
 HEADER_SUFFIXES = (".hpp", ".h")
 # The programs around the library: held to the public headers (--allow lists the exceptions).
 CONSUMER_ROOTS = ("tests", "tools", "benchmarks")

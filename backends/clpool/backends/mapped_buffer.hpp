@@ -85,4 +85,7 @@ private:
     cl::CommandQueue queue_;  // the queue it was mapped on: unmap goes there, and it outlives the backend
 };
 
+// clpool 0.1's spelling, kept for one minor version (CHANGELOG.md, "Migrating from 0.1").
+using mapped_buffer [[deprecated("use clpool::MappedBuffer")]] = MappedBuffer;
+
 }  // namespace clpool

@@ -15,6 +15,8 @@ struct NullMutex {
     constexpr bool try_lock() noexcept { return true; }
     constexpr void unlock() noexcept {}
 };
+// clpool 0.1's spelling, kept for one minor version (CHANGELOG.md, "Migrating from 0.1").
+using null_mutex [[deprecated("use clpool::NullMutex")]] = NullMutex;
 
 // No locking. Fastest; the pool must not be shared between threads.
 struct NoLock {

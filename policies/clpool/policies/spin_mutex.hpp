@@ -117,4 +117,7 @@ private:
     std::atomic<std::uint32_t> state_{unlocked};
 };
 
+// clpool 0.1's spelling, kept for one minor version (CHANGELOG.md, "Migrating from 0.1").
+using spin_mutex [[deprecated("use clpool::SpinMutex")]] = SpinMutex;
+
 }  // namespace clpool

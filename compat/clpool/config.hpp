@@ -1,0 +1,9 @@
+// clpool 0.1's <clpool/config.hpp>, kept for one minor version (CHANGELOG.md, Migrating from 0.1).
+// It brings what that header brought in 0.1, and 0.1's spellings (compat/deprecated_0_1.hpp).
+#pragma once
+#pragma message( \
+    "<clpool/config.hpp> is deprecated: include <clpool/runtime/config.hpp> (CHANGELOG.md, Migrating from 0.1)")
+
+#include <clpool/runtime/config.hpp>  // IWYU pragma: export
+#include <clpool/core/errors.hpp>  // IWYU pragma: export
+#include <clpool/compat/deprecated_0_1.hpp>  // IWYU pragma: export

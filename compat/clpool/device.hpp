@@ -1,0 +1,31 @@
+// clpool 0.1's <clpool/device.hpp>, kept for one minor version (CHANGELOG.md, Migrating from 0.1).
+// It brings what that header brought in 0.1, and 0.1's spellings (compat/deprecated_0_1.hpp).
+#pragma once
+#pragma message( \
+    "<clpool/device.hpp> is deprecated: include <clpool/devices/selector.hpp>, <clpool/devices/device_list.hpp>, <clpool/devices/device_handle.hpp> (CHANGELOG.md, Migrating from 0.1)")
+
+#include <clpool/devices/selector.hpp>  // IWYU pragma: export
+#include <clpool/devices/device_list.hpp>  // IWYU pragma: export
+#include <clpool/devices/device_handle.hpp>  // IWYU pragma: export
+#include <clpool/backends/host.hpp>  // IWYU pragma: export
+#include <clpool/core/backend.hpp>  // IWYU pragma: export
+#include <clpool/core/errors.hpp>  // IWYU pragma: export
+#include <clpool/core/handle.hpp>  // IWYU pragma: export
+#include <clpool/core/memory_kind.hpp>  // IWYU pragma: export
+#include <clpool/core/pool.hpp>  // IWYU pragma: export
+#include <clpool/core/stats.hpp>  // IWYU pragma: export
+#include <clpool/policies/bucket.hpp>  // IWYU pragma: export
+#include <clpool/policies/flags.hpp>  // IWYU pragma: export
+#include <clpool/policies/limits.hpp>  // IWYU pragma: export
+#include <clpool/policies/locks.hpp>  // IWYU pragma: export
+#include <clpool/pools/aliases.hpp>  // IWYU pragma: export
+#include <clpool/pools/host_registry.hpp>  // IWYU pragma: export
+#include <clpool/runtime/config.hpp>  // IWYU pragma: export
+#include <clpool/compat/deprecated_0_1.hpp>  // IWYU pragma: export
+#include <clpool/core/has_opencl.hpp>
+#ifdef CLPOOL_HAS_OPENCL
+#include <clpool/backends/mapped_pinned.hpp>  // IWYU pragma: export
+#include <clpool/backends/opencl.hpp>  // IWYU pragma: export
+#include <clpool/pools/opencl_pools.hpp>  // IWYU pragma: export
+#include <clpool/pools/registry.hpp>  // IWYU pragma: export
+#endif

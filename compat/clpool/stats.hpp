@@ -1,0 +1,7 @@
+// clpool 0.1's <clpool/stats.hpp>, kept for one minor version (CHANGELOG.md, Migrating from 0.1).
+// It brings what that header brought in 0.1, and 0.1's spellings (compat/deprecated_0_1.hpp).
+#pragma once
+#pragma message("<clpool/stats.hpp> is deprecated: include <clpool/core/stats.hpp> (CHANGELOG.md, Migrating from 0.1)")
+
+#include <clpool/core/stats.hpp>  // IWYU pragma: export
+#include <clpool/compat/deprecated_0_1.hpp>  // IWYU pragma: export
