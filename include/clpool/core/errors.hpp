@@ -67,10 +67,13 @@ private:
     int native_code_;
 };
 
-// Misuse of the API detected at run time (e.g. work after shutdown()).
-class usage_error : public std::logic_error {
+// Misuse of the API detected at run time (e.g. work after shutdown(), a null
+// host pointer). A std::invalid_argument (so a std::logic_error too): a handler
+// for the standard type catches clpool's bad arguments, such as a transfer's
+// null host pointer or empty handle.
+class usage_error : public std::invalid_argument {
 public:
-    using std::logic_error::logic_error;
+    using std::invalid_argument::invalid_argument;
 };
 
 // clpool found its own state inconsistent (a self-check such as
