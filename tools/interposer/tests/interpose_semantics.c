@@ -142,6 +142,41 @@ static void test_flags_are_separate_pools(cl_context ctx, cl_command_queue q) {
     OK(clReleaseMemObject(b));
 }
 
+static cl_mem_flags flags_of(cl_mem m) {
+    cl_mem_flags f = 0;
+    OK(clGetMemObjectInfo(m, CL_MEM_FLAGS, sizeof f, &f, NULL));
+    return f;
+}
+
+/* CL_MEM_FLAGS is the flags the buffer was made with, as the driver reports them: COPY_HOST_PTR
+ * with no access flag is that alone, not the default access of the bucket behind it; a
+ * sub-buffer made with no flags has its parent's, one made with an access flag adds it to the
+ * parent's host-pointer flag. */
+static void test_flags_are_as_asked(cl_context ctx) {
+    unsigned char data[3000];
+    memset(data, 0x11, sizeof data);
+    cl_mem b = make(ctx, CL_MEM_COPY_HOST_PTR, sizeof data, data);
+    CHECK(flags_of(b) == CL_MEM_COPY_HOST_PTR);
+    cl_buffer_region r = {0, 1024};
+    cl_int err = CL_SUCCESS;
+    cl_mem inherits = clCreateSubBuffer(b, 0, CL_BUFFER_CREATE_TYPE_REGION, &r, &err);
+    OK(err);
+    CHECK(flags_of(inherits) == CL_MEM_COPY_HOST_PTR);
+    cl_mem read_only = clCreateSubBuffer(b, CL_MEM_READ_ONLY, CL_BUFFER_CREATE_TYPE_REGION, &r, &err);
+    OK(err);
+    CHECK(flags_of(read_only) == (CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR));
+    OK(clReleaseMemObject(read_only));
+    OK(clReleaseMemObject(inherits));
+    OK(clReleaseMemObject(b));
+    /* No flags at all: the sub-buffer's are its parent's, whatever the driver reports for those. */
+    cl_mem plain = make(ctx, 0, sizeof data, NULL);
+    cl_mem sub = clCreateSubBuffer(plain, 0, CL_BUFFER_CREATE_TYPE_REGION, &r, &err);
+    OK(err);
+    CHECK(flags_of(sub) == flags_of(plain));
+    OK(clReleaseMemObject(sub));
+    OK(clReleaseMemObject(plain));
+}
+
 /* A buffer is reused only once every command enqueued before its release, on
  * any queue of its context, has completed. A user event holds a write back. */
 static void test_reuse_waits_for_commands(cl_context ctx, cl_device_id dev, cl_command_queue q1) {
@@ -311,6 +346,7 @@ int main(void) {
     test_counts_and_queries(ctx);
     test_reuse_and_data(ctx, q);
     test_flags_are_separate_pools(ctx, q);
+    test_flags_are_as_asked(ctx);
     test_reuse_waits_for_commands(ctx, dev, q);
     test_reuse_waits_for_released_queue(ctx, dev, q);
     test_sub_buffers(ctx, q);
