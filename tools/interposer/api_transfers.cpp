@@ -102,4 +102,33 @@ cl_int enqueue_copy_buffer_rect(cl_command_queue q, cl_mem src, cl_mem dst, cons
     return next().clEnqueueCopyBufferRect(q, src, dst, so, dO, region, srp, ssp, drp, dsp, nwait, wait, event);
 }
 
+// The bytes an image region covers; 0 when they cannot be known (the driver's error then).
+static size_t image_region_bytes(cl_mem image, const size_t* region) {
+    size_t element = 0;
+    if (!region || clGetImageInfo(image, CL_IMAGE_ELEMENT_SIZE, sizeof element, &element, nullptr) != CL_SUCCESS)
+        return 0;
+    size_t n = element;
+    for (int i = 0; i < 3; ++i)
+        if (__builtin_mul_overflow(n, region[i], &n)) return 0;
+    return n;
+}
+
+cl_int enqueue_copy_image_to_buffer(cl_command_queue q, cl_mem src_image, cl_mem dst, const size_t* src_origin,
+                                    const size_t* region, size_t dst_offset, cl_uint nwait, const cl_event* wait,
+                                    cl_event* event) {
+    core_scope guard;
+    if (const size_t n = image_region_bytes(src_image, region))
+        if (cl_int e = check_range(dst, dst_offset, n)) return e;
+    return next().clEnqueueCopyImageToBuffer(q, src_image, dst, src_origin, region, dst_offset, nwait, wait, event);
+}
+
+cl_int enqueue_copy_buffer_to_image(cl_command_queue q, cl_mem src, cl_mem dst_image, size_t src_offset,
+                                    const size_t* dst_origin, const size_t* region, cl_uint nwait,
+                                    const cl_event* wait, cl_event* event) {
+    core_scope guard;
+    if (const size_t n = image_region_bytes(dst_image, region))
+        if (cl_int e = check_range(src, src_offset, n)) return e;
+    return next().clEnqueueCopyBufferToImage(q, src, dst_image, src_offset, dst_origin, region, nwait, wait, event);
+}
+
 }  // namespace clpool::interpose::core

@@ -72,6 +72,15 @@ cl_int enqueue_copy_buffer_rect(cl_command_queue q, cl_mem src, cl_mem dst, cons
                                 size_t src_slice_pitch, size_t dst_row_pitch, size_t dst_slice_pitch, cl_uint nwait,
                                 const cl_event* wait, cl_event* event);
 
+// Copies between an image and a buffer: the buffer's side checked as a buffer transfer of the
+// region's bytes (the image's element size times its pixels).
+cl_int enqueue_copy_image_to_buffer(cl_command_queue q, cl_mem src_image, cl_mem dst, const size_t* src_origin,
+                                    const size_t* region, size_t dst_offset, cl_uint nwait, const cl_event* wait,
+                                    cl_event* event);
+cl_int enqueue_copy_buffer_to_image(cl_command_queue q, cl_mem src, cl_mem dst_image, size_t src_offset,
+                                    const size_t* dst_origin, const size_t* region, cl_uint nwait,
+                                    const cl_event* wait, cl_event* event);
+
 // Extension lookups, passed on; asking for cl_khr_command_buffer makes the
 // core watch the driver's count of released buffers (a recording holds them).
 void* get_extension_function_address_for_platform(cl_platform_id p, const char* name);

@@ -137,6 +137,17 @@ cl_int CL_API_CALL l_copy_rect(cl_command_queue q, cl_mem s, cl_mem d, const siz
                      : core::enqueue_copy_buffer_rect(q, s, d, so, dO, r, srp, ssp, drp, dsp, n, w, e);
 }
 
+cl_int CL_API_CALL l_copy_image_to_buffer(cl_command_queue q, cl_mem s, cl_mem d, const size_t* so, const size_t* r,
+                                          size_t dO, cl_uint n, const cl_event* w, cl_event* e) {
+    return in_core() ? below().clEnqueueCopyImageToBuffer(q, s, d, so, r, dO, n, w, e)
+                     : core::enqueue_copy_image_to_buffer(q, s, d, so, r, dO, n, w, e);
+}
+cl_int CL_API_CALL l_copy_buffer_to_image(cl_command_queue q, cl_mem s, cl_mem d, size_t so, const size_t* dO,
+                                          const size_t* r, cl_uint n, const cl_event* w, cl_event* e) {
+    return in_core() ? below().clEnqueueCopyBufferToImage(q, s, d, so, dO, r, n, w, e)
+                     : core::enqueue_copy_buffer_to_image(q, s, d, so, dO, r, n, w, e);
+}
+
 }  // namespace
 }  // namespace clpool::interpose
 
@@ -211,6 +222,8 @@ CLPOOL_EXPORT cl_int CL_API_CALL clInitLayer(cl_uint num_entries, const cl_icd_d
     layer_table.clEnqueueReadBufferRect = l_read_rect;
     layer_table.clEnqueueWriteBufferRect = l_write_rect;
     layer_table.clEnqueueCopyBufferRect = l_copy_rect;
+    layer_table.clEnqueueCopyImageToBuffer = l_copy_image_to_buffer;
+    layer_table.clEnqueueCopyBufferToImage = l_copy_buffer_to_image;
     // Entries past what the loader knows stay as they are: it never calls them.
     if (n * sizeof(void*) > offsetof(cl_icd_dispatch, clCreateCommandQueueWithProperties))
         layer_table.clCreateCommandQueueWithProperties = l_create_queue_with_properties;

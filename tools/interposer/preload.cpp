@@ -54,6 +54,8 @@ const cl_icd_dispatch& down() noexcept {
         find(preload_next.clEnqueueReadBufferRect, "clEnqueueReadBufferRect");
         find(preload_next.clEnqueueWriteBufferRect, "clEnqueueWriteBufferRect");
         find(preload_next.clEnqueueCopyBufferRect, "clEnqueueCopyBufferRect");
+        find(preload_next.clEnqueueCopyImageToBuffer, "clEnqueueCopyImageToBuffer");
+        find(preload_next.clEnqueueCopyBufferToImage, "clEnqueueCopyBufferToImage");
         if (!preload_next.clCreateBuffer || !preload_next.clReleaseMemObject) {
             std::fprintf(stderr, "clpool: libclpool_interpose found no OpenCL library below it (%s)\n", dlerror());
             std::abort();  // nothing to forward to: every OpenCL call would fail
@@ -223,6 +225,18 @@ CLPOOL_EXPORT cl_int CL_API_CALL clEnqueueCopyBufferRect(cl_command_queue q, cl_
                                                          cl_event* e) {
     CLPOOL_FORWARD(clEnqueueCopyBufferRect, q, s, d, so, dO, r, srp, ssp, drp, dsp, n, w, e);
     return core::enqueue_copy_buffer_rect(q, s, d, so, dO, r, srp, ssp, drp, dsp, n, w, e);
+}
+CLPOOL_EXPORT cl_int CL_API_CALL clEnqueueCopyImageToBuffer(cl_command_queue q, cl_mem s, cl_mem d, const size_t* so,
+                                                            const size_t* r, size_t dO, cl_uint n, const cl_event* w,
+                                                            cl_event* e) {
+    CLPOOL_FORWARD(clEnqueueCopyImageToBuffer, q, s, d, so, r, dO, n, w, e);
+    return core::enqueue_copy_image_to_buffer(q, s, d, so, r, dO, n, w, e);
+}
+CLPOOL_EXPORT cl_int CL_API_CALL clEnqueueCopyBufferToImage(cl_command_queue q, cl_mem s, cl_mem d, size_t so,
+                                                            const size_t* dO, const size_t* r, cl_uint n,
+                                                            const cl_event* w, cl_event* e) {
+    CLPOOL_FORWARD(clEnqueueCopyBufferToImage, q, s, d, so, dO, r, n, w, e);
+    return core::enqueue_copy_buffer_to_image(q, s, d, so, dO, r, n, w, e);
 }
 CLPOOL_EXPORT cl_int CL_API_CALL clEnqueueReadBuffer(cl_command_queue q, cl_mem m, cl_bool b, size_t o, size_t n,
                                                      void* p, cl_uint nw, const cl_event* w, cl_event* e) {

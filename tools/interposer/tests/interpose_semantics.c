@@ -177,6 +177,37 @@ static void test_flags_are_as_asked(cl_context ctx) {
     OK(clReleaseMemObject(plain));
 }
 
+/* Copies between an image and a pooled buffer are checked against the size the application
+ * asked for, as buffer transfers are: the bucket behind it is larger. */
+static void test_image_copies_stop_at_asked_size(cl_context ctx, cl_device_id dev, cl_command_queue q) {
+    cl_bool images = CL_FALSE;
+    OK(clGetDeviceInfo(dev, CL_DEVICE_IMAGE_SUPPORT, sizeof images, &images, NULL));
+    if (!images) return;
+    enum { W = 32, H = 32, ASKED = 2500 };  /* the image is 4096 bytes, the bucket 4096 */
+    cl_int err = CL_SUCCESS;
+    cl_image_format fmt = {CL_RGBA, CL_UNSIGNED_INT8};
+    cl_image_desc desc;
+    memset(&desc, 0, sizeof desc);
+    desc.image_type = CL_MEM_OBJECT_IMAGE2D;
+    desc.image_width = W;
+    desc.image_height = H;
+    cl_mem image = clCreateImage(ctx, CL_MEM_READ_WRITE, &fmt, &desc, NULL, &err);
+    OK(err);
+    cl_mem b = make(ctx, CL_MEM_READ_WRITE, ASKED, NULL);
+    const size_t origin[3] = {0, 0, 0}, whole[3] = {W, H, 1}, rows[3] = {W, 4, 1};  /* 4096 and 512 bytes */
+    CHECK(clEnqueueCopyImageToBuffer(q, image, b, origin, whole, 0, 0, NULL, NULL) == CL_INVALID_VALUE);
+    CHECK(clEnqueueCopyBufferToImage(q, b, image, 0, origin, whole, 0, NULL, NULL) == CL_INVALID_VALUE);
+    /* Past the end only by the offset. */
+    CHECK(clEnqueueCopyImageToBuffer(q, image, b, origin, rows, ASKED - 256, 0, NULL, NULL) == CL_INVALID_VALUE);
+    CHECK(clEnqueueCopyBufferToImage(q, b, image, ASKED - 256, origin, rows, 0, NULL, NULL) == CL_INVALID_VALUE);
+    /* Inside: served. */
+    OK(clEnqueueCopyImageToBuffer(q, image, b, origin, rows, ASKED - 512, 0, NULL, NULL));
+    OK(clEnqueueCopyBufferToImage(q, b, image, ASKED - 512, origin, rows, 0, NULL, NULL));
+    OK(clFinish(q));
+    OK(clReleaseMemObject(b));
+    OK(clReleaseMemObject(image));
+}
+
 /* A buffer is reused only once every command enqueued before its release, on
  * any queue of its context, has completed. A user event holds a write back. */
 static void test_reuse_waits_for_commands(cl_context ctx, cl_device_id dev, cl_command_queue q1) {
@@ -347,6 +378,7 @@ int main(void) {
     test_reuse_and_data(ctx, q);
     test_flags_are_separate_pools(ctx, q);
     test_flags_are_as_asked(ctx);
+    test_image_copies_stop_at_asked_size(ctx, dev, q);
     test_reuse_waits_for_commands(ctx, dev, q);
     test_reuse_waits_for_released_queue(ctx, dev, q);
     test_sub_buffers(ctx, q);
