@@ -8,6 +8,7 @@
 #pragma once
 
 #include <clpool/core/backend.hpp>
+#include <clpool/core/has_opencl.hpp>
 #include <clpool/core/memory_kind.hpp>
 #include <clpool/devices/device_description.hpp>
 #include <clpool/devices/device_handle.hpp>
@@ -30,8 +31,10 @@ using device_match [[deprecated("use clpool::DeviceMatch")]] = DeviceMatch;
 using device_scope [[deprecated("use clpool::DeviceScope")]] = DeviceScope;
 
 using shutdown_report [[deprecated("use clpool::ShutdownReport")]] = ShutdownReport;
+#ifdef CLPOOL_HAS_OPENCL
 using wait_status [[deprecated("use clpool::WaitStatus")]] = WaitStatus;
 using wait_options [[deprecated("use clpool::WaitOptions")]] = WaitOptions;
+#endif
 using interrupt_handler_options [[deprecated("use clpool::InterruptHandlerOptions")]] = InterruptHandlerOptions;
 
 }  // namespace clpool
