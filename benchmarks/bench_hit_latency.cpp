@@ -2,8 +2,8 @@
 //
 // hit/<pool>/<bytes>: one allocate + release of a buffer the pool already
 //   caches (a hit pair). Time per iteration = ns per pair.
-// hit/<lock>+history_{off,on,stacks}/<backend>/<bytes>: the same pair with the
-//   pool's history off, on (record_history(65536)) and on with call sites
+// hit/<lock>+history_{off,on,stacks}/<backend>/<bytes>: the same pair on a pool
+//   with Diagnostics, its history off, on (record_history(65536)) and on with call sites
 //   (docs/BENCHMARKS.md, "History on the hit path");
 //   hit/<lock>+history_on1k/...: a ring of 1024 events, which stays in cache.
 // history/clock: one read of the history's time stamp (detail::history_clock::now(),
@@ -125,11 +125,11 @@ void register_all() {
     add_hit<Pool<PowerOfTwoBuckets, DeviceLocal, Unlimited, LockedBy<std::mutex>, Bk>>("StdMutex/" + bk);
     add_hit<Pool<PowerOfTwoBuckets, DeviceLocal, Unlimited, Striped<16>, Bk>>("Striped16/" + bk);
     add_hit<Pool<PowerOfTwoBuckets, DeviceLocal, Unlimited, ThreadCached<>, Bk>>("ThreadCached/" + bk);
-    // The history's cost on the same hit pair.
-    add_hit_history<Pool<PowerOfTwoBuckets, DeviceLocal, Unlimited, NoLock, Bk>>("NoLock", bk);
-    add_hit_history<Pool<PowerOfTwoBuckets, DeviceLocal, Unlimited, SingleMutex, Bk>>("SingleMutex", bk);
-    add_hit_history<Pool<PowerOfTwoBuckets, DeviceLocal, Unlimited, Striped<16>, Bk>>("Striped16", bk);
-    add_hit_history<Pool<PowerOfTwoBuckets, DeviceLocal, Unlimited, ThreadCached<>, Bk>>("ThreadCached", bk);
+    // The history's cost on the same hit pair (hit/<lock>/<backend> above: the pool without diagnostics).
+    add_hit_history<Pool<PowerOfTwoBuckets, DeviceLocal, Unlimited, NoLock, Bk, Diagnostics>>("NoLock", bk);
+    add_hit_history<Pool<PowerOfTwoBuckets, DeviceLocal, Unlimited, SingleMutex, Bk, Diagnostics>>("SingleMutex", bk);
+    add_hit_history<Pool<PowerOfTwoBuckets, DeviceLocal, Unlimited, Striped<16>, Bk, Diagnostics>>("Striped16", bk);
+    add_hit_history<Pool<PowerOfTwoBuckets, DeviceLocal, Unlimited, ThreadCached<>, Bk, Diagnostics>>("ThreadCached", bk);
     // Every alias.
 #ifdef CLPOOL_HAS_OPENCL
     add_hit<BufferPool>("BufferPool/opencl");

@@ -34,7 +34,7 @@ template <class P, bool History = false>
 void clpool_pair(benchmark::State& state) {
     const auto n = static_cast<std::size_t>(state.range(0));
     auto pool = make_pool<P>();
-    if (History) pool->record_history(history_events);
+    if constexpr (History) pool->record_history(history_events);
     pool->allocate(n).release();
     for (auto _ : state) {
         auto h = pool->allocate(n);
@@ -117,9 +117,9 @@ int main(int argc, char** argv) {
         clpool_pair<Pool<PowerOfTwoBuckets, HostPinned, Unlimited, NoLock, OpenCLBackend>>);
     add("clpool/BufferPool+history_on/opencl", clpool_pair<BufferPool, true>);
     add("clpool/NoLock+history_on/opencl",
-        clpool_pair<Pool<PowerOfTwoBuckets, DeviceLocal, Unlimited, NoLock, OpenCLBackend>, true>);
+        clpool_pair<Pool<PowerOfTwoBuckets, DeviceLocal, Unlimited, NoLock, OpenCLBackend, Diagnostics>, true>);
     add("clpool/ThreadCached+history_on/opencl",
-        clpool_pair<Pool<PowerOfTwoBuckets, DeviceLocal, Unlimited, ThreadCached<>, OpenCLBackend>, true>);
+        clpool_pair<Pool<PowerOfTwoBuckets, DeviceLocal, Unlimited, ThreadCached<>, OpenCLBackend, Diagnostics>, true>);
 #endif
     add("clpool/BufferPool/host", clpool_pair<host::BufferPool>);
 #ifdef CLPOOL_BENCH_HAVE_TORCH

@@ -12,7 +12,7 @@ namespace clpool::test {
 
 // Mock-backed pools for each lock policy and bucket scheme.
 template <class Buckets, class Flags, class Limits, class Locks>
-using MockPool = Pool<Buckets, Flags, Limits, Locks, MockBackend>;
+using MockPool = Pool<Buckets, Flags, Limits, Locks, MockBackend, Diagnostics>;
 
 // The limits a test pool gets unless a test gives its own: Capped takes its
 // caps explicitly, so tests use the named pools' defaults (4 GiB, 16 per bucket).
@@ -24,7 +24,7 @@ Limits default_limits() {
 
 // Mock-backed pools whose blocks are carved from segments (SubAllocated).
 template <class Buckets, class Flags, class Limits, class Locks>
-using MockArenaPool = Pool<Buckets, Flags, Limits, Locks, SubAllocated<MockBackend>>;
+using MockArenaPool = Pool<Buckets, Flags, Limits, Locks, SubAllocated<MockBackend>, Diagnostics>;
 
 // Arena options at a test's scale: 64-byte granularity, 16 KiB small and 64 KiB large segments,
 // and every empty segment kept until the driver runs out, so that a few allocations fill a

@@ -16,11 +16,20 @@
 using namespace clpool;
 template <class Lock>
 using P = Pool<PowerOfTwoBuckets, DeviceLocal, Unlimited, Lock, HostBackend>;
+// With EVENTS > 0: the pool with diagnostics, where the tree has them apart from the core.
+#if __has_include(<clpool/diagnostics/diagnostics.hpp>)
+template <class Lock>
+using PH = Pool<PowerOfTwoBuckets, DeviceLocal, Unlimited, Lock, HostBackend, Diagnostics>;
+#else
+template <class Lock>
+using PH = P<Lock>;
+#endif
 
 template <class Pl>
 void run(std::size_t events, long pairs) {
     auto p = std::make_unique<Pl>(HostBackend{});
-    if (events != 0) p->record_history(events);
+    if constexpr (requires { p->record_history(events); })
+        if (events != 0) p->record_history(events);
     for (int i = 0; i < 200; ++i) p->allocate(4096).release();  // past the first events and the stage's first flush
     hit_pair_body(*p, pairs);
 }
@@ -35,7 +44,7 @@ int main(int argc, char** argv) {
     }
     const std::size_t events = std::stoul(argv[2]);
     const long pairs = std::stol(argv[3]);
-    if (pool == 0) run<P<NoLock>>(events, pairs);
-    if (pool == 1) run<P<SingleMutex>>(events, pairs);
-    if (pool == 2) run<P<ThreadCached<8>>>(events, pairs);
+    if (pool == 0) events ? run<PH<NoLock>>(events, pairs) : run<P<NoLock>>(events, pairs);
+    if (pool == 1) events ? run<PH<SingleMutex>>(events, pairs) : run<P<SingleMutex>>(events, pairs);
+    if (pool == 2) events ? run<PH<ThreadCached<8>>>(events, pairs) : run<P<ThreadCached<8>>>(events, pairs);
 }

@@ -19,6 +19,14 @@
 using namespace clpool;
 template <class Lock, class B>
 using P = Pool<PowerOfTwoBuckets, DeviceLocal, Unlimited, Lock, B>;
+// With EVENTS > 0: the pool with diagnostics, where the tree has them apart from the core.
+#if __has_include(<clpool/diagnostics/diagnostics.hpp>)
+template <class Lock, class B>
+using PH = Pool<PowerOfTwoBuckets, DeviceLocal, Unlimited, Lock, B, Diagnostics>;
+#else
+template <class Lock, class B>
+using PH = P<Lock, B>;
+#endif
 
 const cl::Context* context = nullptr;
 std::size_t history_events = 0;
@@ -42,6 +50,18 @@ double best_ns(long n, int runs) {
     return best;
 }
 
+template <template <class, class> class Q>
+void print(const std::string& name) {
+    const long n = 2000000;
+    const int runs = 15;
+    std::printf("%-14s host   nolock %6.2f single %6.2f tc %6.2f\n", name.c_str(),
+                best_ns<Q<NoLock, HostBackend>>(n, runs), best_ns<Q<SingleMutex, HostBackend>>(n, runs),
+                best_ns<Q<ThreadCached<8>, HostBackend>>(n, runs));
+    std::printf("%-14s opencl nolock %6.2f single %6.2f tc %6.2f\n", name.c_str(),
+                best_ns<Q<NoLock, OpenCLBackend>>(n, runs), best_ns<Q<SingleMutex, OpenCLBackend>>(n, runs),
+                best_ns<Q<ThreadCached<8>, OpenCLBackend>>(n, runs));
+}
+
 int main(int argc, char** argv) {
     history_events = argc > 2 ? std::stoul(argv[2]) : 0;
     const std::string name =
@@ -55,12 +75,6 @@ int main(int argc, char** argv) {
     platform.getDevices(CL_DEVICE_TYPE_ALL, &devices);
     const cl::Context c(devices.at(0));
     context = &c;
-    const long n = 2000000;
-    const int runs = 15;
-    std::printf("%-14s host   nolock %6.2f single %6.2f tc %6.2f\n", name.c_str(),
-                best_ns<P<NoLock, HostBackend>>(n, runs), best_ns<P<SingleMutex, HostBackend>>(n, runs),
-                best_ns<P<ThreadCached<8>, HostBackend>>(n, runs));
-    std::printf("%-14s opencl nolock %6.2f single %6.2f tc %6.2f\n", name.c_str(),
-                best_ns<P<NoLock, OpenCLBackend>>(n, runs), best_ns<P<SingleMutex, OpenCLBackend>>(n, runs),
-                best_ns<P<ThreadCached<8>, OpenCLBackend>>(n, runs));
+    if (history_events != 0) print<PH>(name);
+    else print<P>(name);
 }

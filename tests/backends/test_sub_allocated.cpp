@@ -26,7 +26,7 @@ using namespace clpool::test;
 
 namespace {
 
-using Arena = Pool<ArenaBuckets, DeviceLocal, Unlimited, SingleMutex, SubAllocated<MockBackend>>;
+using Arena = Pool<ArenaBuckets, DeviceLocal, Unlimited, SingleMutex, SubAllocated<MockBackend>, Diagnostics>;
 
 // Segments small enough that a few requests fill one.
 ArenaOptions tiny() {

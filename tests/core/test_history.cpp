@@ -3,7 +3,7 @@
 #include "pool_factory.hpp"
 #include "cl_events.hpp"
 
-#include <clpool/core/snapshot_json.hpp>
+#include <clpool/diagnostics/snapshot_json.hpp>
 
 #include <doctest/doctest.h>
 

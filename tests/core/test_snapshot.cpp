@@ -4,7 +4,7 @@
 #include "cl_events.hpp"
 #include "sanitizers.hpp"
 
-#include <clpool/core/snapshot_json.hpp>
+#include <clpool/diagnostics/snapshot_json.hpp>
 
 #include <doctest/doctest.h>
 

@@ -1,7 +1,7 @@
 // CLPOOL_SNAPSHOT=path: the process snapshot (clpool.snapshot JSON) written at exit and on SIGUSR1 (docs/DROPIN.md).
 #include "state.hpp"
 
-#include <clpool/core/snapshot_json.hpp>
+#include <clpool/diagnostics/snapshot_json.hpp>
 #include <clpool/pools/process_snapshot.hpp>
 
 #include <atomic>

@@ -1,6 +1,6 @@
 // snapshot_demo: writes the snapshot of a small host pool (buffers in use with tags, cached ones, its history with call sites) and of a host arena (segments with holes), for clpool-viz's tests.
 // With --pending-completed: one 1 MiB buffer released after an event that completes before the snapshot.
-#include <clpool/core/snapshot_json.hpp>
+#include <clpool/diagnostics/snapshot_json.hpp>
 #include <clpool/pools/aliases.hpp>
 
 #include <atomic>

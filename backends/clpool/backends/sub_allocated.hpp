@@ -5,7 +5,7 @@
 #include <clpool/core/backend.hpp>
 #include <clpool/core/errors.hpp>
 #include <clpool/core/memory_kind.hpp>
-#include <clpool/core/snapshot.hpp>
+#include <clpool/core/segments.hpp>
 #include <clpool/core/stats.hpp>
 #include <clpool/platform/process_state.hpp>
 #include <clpool/platform/release_in_place.hpp>

@@ -4,7 +4,7 @@
 #pragma once
 
 #include <clpool/core/memory_kind.hpp>
-#include <clpool/core/snapshot.hpp>
+#include <clpool/core/segments.hpp>
 #include <clpool/core/stats.hpp>
 
 #include <concepts>

@@ -2,33 +2,22 @@
 #pragma once
 
 #include <clpool/core/backend.hpp>
+#include <clpool/core/diagnostics_hook.hpp>
 #include <clpool/core/detail/block.hpp>
 #include <clpool/core/detail/counter.hpp>
-#include <clpool/core/detail/history_ring.hpp>
+#include <clpool/core/detail/guard.hpp>
 #include <clpool/core/detail/pool_counters.hpp>
 #include <clpool/core/detail/pool_teardown.hpp>
 #include <clpool/platform/process_state.hpp>
 #include <clpool/core/policy_concepts.hpp>
-#include <clpool/core/snapshot.hpp>
+#include <clpool/core/segments.hpp>
 #include <clpool/core/stats.hpp>
 
-#include <algorithm>
-#include <atomic>
 #include <array>
 #include <cstddef>
 #include <cstdint>
-#include <memory>
-#include <mutex>
 #include <type_traits>
 #include <utility>
-#include <vector>
-
-#if defined(__unix__)
-#include <time.h>
-#else
-#include <chrono>
-#include <thread>
-#endif
 
 namespace clpool {
 
@@ -42,13 +31,20 @@ namespace clpool {
 // its cached and pending buffers plus the slots fronts have reserved (a front
 // keeps an idle buffer only in a reserved slot). admit() is the one place that
 // asks the limit policy.
-template <class B, BucketPolicy Buckets, LimitPolicy Limits, LockPolicy Locks>
+//
+// Diag: the pool's diagnostics (diagnostics_hook.hpp). With a history on,
+// each event is recorded in its stripe's ring under the stripe's lock; with
+// NoDiagnostics none of that is compiled.
+template <class B, BucketPolicy Buckets, LimitPolicy Limits, LockPolicy Locks, class Diag = NoDiagnostics>
 class shared_lists {
     using traits = backend_traits<B>;  // the only caller of B's optional members
 
 public:
     using event_type = typename traits::event_type;
-    using block_type = detail::block<typename B::memory_type, event_type>;
+    using diagnostics = Diag;
+    using site_type = typename Diag::site;  // a call site (diagnostics only)
+    using ring_type = typename Diag::ring;
+    using block_type = detail::block<typename B::memory_type, event_type, typename Diag::block_data>;
 
     // The bucket that holds sizes no bucket can round to (above the device
     // limit once rounded): exact-size buffers, matched by size.
@@ -76,8 +72,28 @@ public:
     // A front's change to bytes_requested (modulo 2^64), folded in.
     void add_requested(std::size_t n) noexcept {
         auto& s = stripes_[0];
-        std::lock_guard lock(s.mutex);
+        lock_type lock(s.mutex);
         s.counters.bytes_requested += n;
+    }
+
+    // Keeps copies of the events if any still runs; true if so (the release
+    // is then pending). Never throws: if they cannot be copied, waits for them.
+    static bool hold_events(block_type& b, const event_type* events, std::size_t count) noexcept {
+        if constexpr (traits::has_events) {
+            std::size_t live = 0;
+            for (std::size_t i = 0; i < count; ++i) live += !traits::event_complete(events[i]);
+            if (live) {
+                try {
+                    b.events.assign(events, events + count);
+                    return true;
+                } catch (...) {
+                    traits::wait_for(events, count);
+                }
+            }
+        } else {
+            (void)b, (void)events, (void)count;
+        }
+        return false;
     }
 
     // Frees a block outside every lock: the driver may take its time.
@@ -91,10 +107,10 @@ public:
     // bucket), in use for nbytes. nullptr is a miss, counted.
     // With a history on, the hand-out is recorded (with the call site if given).
     block_type* take(std::size_t index, std::size_t bytes, std::size_t nbytes,
-                     const detail::call_site* site = nullptr) noexcept {
+                     const site_type* site = nullptr) noexcept {
         auto& bucket = buckets_[index];
         auto& s = stripes_[stripe_of(index)];
-        std::lock_guard lock(s.mutex);
+        lock_type lock(s.mutex);
         if constexpr (traits::has_events) {
             if (!bucket.pending.empty()) reap_pending(bucket, s.counters);
         }
@@ -105,11 +121,11 @@ public:
                 bucket.free.pop_front();
             }
         } else {
-            auto it = std::find_if(bucket.free.begin(), bucket.free.end(),
-                                   [&](const block_type& x) { return x.bucket_bytes == bytes; });
-            if (it != bucket.free.end()) {
+            for (auto it = bucket.free.begin(); it != bucket.free.end(); ++it) {
+                if (it->bucket_bytes != bytes) continue;
                 b = &*it;
                 bucket.free.erase(it);
+                break;
             }
         }
         if (!b) {
@@ -122,22 +138,26 @@ public:
         b->handout_seq = s.counters.hits + s.counters.misses;  // a logical clock: no clock read on a hit
         ++b->uses;
         s.in_use.push_back(*b);
-        if (s.history) [[unlikely]]
-            b = s.history->note_alloc(*b, nbytes, true, b->bucket == exact_bucket, site);
+        if constexpr (Diag::enabled) {
+            if (s.history) [[unlikely]]
+                b = s.history->note_alloc(*b, nbytes, true, b->bucket == exact_bucket, site);
+        }
         return b;
     }
 
     // A new buffer from the driver, in use for nbytes.
-    void adopt(block_type& b, std::size_t nbytes, const detail::call_site* site = nullptr) noexcept {
+    void adopt(block_type& b, std::size_t nbytes, const site_type* site = nullptr) noexcept {
         auto& s = stripes_[stripe_of(b.bucket)];
-        std::lock_guard lock(s.mutex);
+        lock_type lock(s.mutex);
         peak_held_.max(held_.add(b.bucket_bytes));
         s.counters.on_create(buckets_[b.bucket].counts, b.bucket_bytes, nbytes);
         b.requested = nbytes;
         b.handout_seq = s.counters.hits + s.counters.misses;
         ++b.uses;
         s.in_use.push_back(b);
-        if (s.history) s.history->note_alloc(b, nbytes, false, b.bucket == exact_bucket, site);
+        if constexpr (Diag::enabled) {
+            if (s.history) s.history->note_alloc(b, nbytes, false, b.bucket == exact_bucket, site);
+        }
     }
 
     // A released buffer: cached (pending, if its events still run) while the
@@ -149,13 +169,13 @@ public:
     // reserved slots) and call again; otherwise true. (A template argument:
     // the hit path's instantiation keeps its order of work and its cost.)
     template <bool MayRefuse = false>
-    bool put_back(block_type* b, std::size_t nbytes, bool pending, const detail::call_site* site = nullptr) noexcept {
+    bool put_back(block_type* b, std::size_t nbytes, bool pending, const site_type* site = nullptr) noexcept {
         auto& bucket = buckets_[b->bucket];
         auto& s = stripes_[stripe_of(b->bucket)];
         const bool returned = returns_on_release(b->bucket) && !pending;
         bool keep = false;
         {
-            std::lock_guard lock(s.mutex);
+            lock_type lock(s.mutex);
             // After shutdown() nothing is cached: the buffer goes straight back.
             if constexpr (MayRefuse) {
                 const bool cacheable = !detail::shut_down() && !returned;
@@ -172,12 +192,14 @@ public:
                 bucket.free.push_front(*b);
                 s.counters.on_cached(bucket.counts, b->bucket_bytes);
             }
-            if (s.history) [[unlikely]]
-                note(stripe_of(b->bucket),
-                     !keep     ? HistoryAction::evict
-                     : pending ? HistoryAction::pending
-                               : HistoryAction::free,
-                     *b, nbytes, site);
+            if constexpr (Diag::enabled) {
+                if (s.history) [[unlikely]]
+                    note(stripe_of(b->bucket),
+                         !keep     ? HistoryAction::evict
+                         : pending ? HistoryAction::pending
+                                   : HistoryAction::free,
+                         *b, nbytes, site);
+            }
             if (keep) {
                 b->end_release();  // the last touch of the pool is this lock's unlock
             } else {
@@ -192,19 +214,21 @@ public:
 
     // Gives every cached and pending buffer back to the driver; returns the
     // bytes. With a history, each buffer is an evict event (at `site`).
-    std::size_t trim(const detail::call_site* site = nullptr) noexcept {
+    std::size_t trim(const site_type* site = nullptr) noexcept {
         list_type doomed;
         std::size_t freed = 0;
         for (std::size_t si = 0; si < Locks::stripes; ++si) {
             auto& s = stripes_[si];
-            std::lock_guard lock(s.mutex);
+            lock_type lock(s.mutex);
             for (std::size_t i = si; i < buckets_.size(); i += Locks::stripes) {
                 auto& bucket = buckets_[i];
                 for (auto* list : {&bucket.free, &bucket.pending}) {
                     for (auto& b : *list) {
                         freed += b.bucket_bytes;
-                        if (history_) [[unlikely]]
-                            note(si, HistoryAction::evict, b, 0, site);
+                        if constexpr (Diag::enabled) {
+                            if (s.history) [[unlikely]]
+                                note(si, HistoryAction::evict, b, 0, site);
+                        }
                     }
                     doomed.splice(doomed.end(), *list);
                 }
@@ -226,14 +250,14 @@ public:
     // sees pool_going.
     void close() noexcept {
         for (auto& s : stripes_) {
-            std::lock_guard lock(s.mutex);
+            lock_type lock(s.mutex);
             for (auto& b : s.in_use) b.pool_going.store(true, std::memory_order_relaxed);
         }
         detail::pool_teardown::barrier();  // from here every release either shows its mark or sees pool_going
         {
-            std::lock_guard deciding(detail::pool_teardown::mutex());
+            detail::guard deciding(detail::pool_teardown::mutex());
             for (auto& s : stripes_) {
-                std::lock_guard lock(s.mutex);
+                lock_type lock(s.mutex);
                 list_type in_flight;
                 while (!s.in_use.empty()) {
                     // Unlinked before it is orphaned: from then on its release may free it.
@@ -250,16 +274,17 @@ public:
             }
         }
         for (auto& s : stripes_) {
-            std::unique_lock lock(s.mutex);
+            s.mutex.lock();
             while (!s.in_use.empty()) {
-                lock.unlock();
-                nap();  // rare: sleep, so the releasing thread runs whatever its priority
-                lock.lock();
+                s.mutex.unlock();
+                detail::pool_teardown::nap();  // rare: sleep, so the releasing thread runs whatever its priority
+                s.mutex.lock();
             }
+            s.mutex.unlock();
         }
         list_type doomed;
         for (std::size_t si = 0; si < Locks::stripes; ++si) {
-            std::lock_guard lock(stripes_[si].mutex);
+            lock_type lock(stripes_[si].mutex);
             for (std::size_t i = si; i < buckets_.size(); i += Locks::stripes) {
                 doomed.splice(doomed.end(), buckets_[i].free);
                 doomed.splice(doomed.end(), buckets_[i].pending);
@@ -268,64 +293,52 @@ public:
         dispose_all(doomed);
     }
 
-    // A trim() call that gave back `freed` bytes, and an out-of-memory after
-    // the retry (asked nbytes): history events only.
-    void note_trim(std::size_t freed, const detail::call_site* site) noexcept {
+    // Diagnostics only (Diag::enabled): a trim() call that gave back `freed`
+    // bytes, and an out-of-memory after the retry (asked nbytes): history
+    // events, in stripe 0's ring and the bucket's stripe's.
+    void note_trim(std::size_t freed, const site_type* site) noexcept {
         auto& s = stripes_[0];
-        std::lock_guard lock(s.mutex);
-        if (history_) history_->rings[0]->record(HistoryAction::trim, false, 0, 0, 0, freed, true, nullptr, site);
+        lock_type lock(s.mutex);
+        if (s.history) s.history->record(HistoryAction::trim, false, 0, 0, 0, freed, true, nullptr, site);
     }
-    void note_oom(std::size_t index, std::size_t nbytes, const detail::call_site* site) noexcept {
-        const std::size_t si = stripe_of(index);
-        std::lock_guard lock(stripes_[si].mutex);
-        if (history_) history_->rings[si]->record(HistoryAction::oom, false, 0, 0, nbytes, 0, true, nullptr, site);
-    }
-
-    // Starts (cfg.on()), restarts or stops the history of the shared lists:
-    // their rings are replaced, events recorded so far dropped, and every
-    // block's call site forgotten (a front holding blocks must hold its locks
-    // too). `mode` is stored under the locks. Throws bad_alloc.
-    template <class Mode>
-    void set_history(detail::history_config cfg, Mode& mode, std::uint8_t value) {
-        std::unique_ptr<history_state> fresh;
-        if (cfg.on()) {
-            fresh = std::make_unique<history_state>();
-            fresh->cfg = cfg;
-            for (std::size_t i = 0; i < Locks::stripes; ++i)
-                fresh->rings.push_back(std::make_unique<detail::history_ring>(cfg));
-        }
-        {
-            std::array<std::unique_lock<typename Locks::mutex_type>, Locks::stripes> locks;
-            for (std::size_t i = 0; i < Locks::stripes; ++i) locks[i] = std::unique_lock(stripes_[i].mutex);
-            history_.swap(fresh);
-            for (std::size_t i = 0; i < Locks::stripes; ++i)
-                stripes_[i].history = history_ ? history_->rings[i].get() : nullptr;
-            for (auto& st : stripes_)
-                for (auto& b : st.in_use) b.drop_site();
-            for (auto& bucket : buckets_)
-                for (auto* list : {&bucket.free, &bucket.pending})
-                    for (auto& b : *list) b.drop_site();
-            mode.store(value, std::memory_order_relaxed);
-        }
+    void note_oom(std::size_t index, std::size_t nbytes, const site_type* site) noexcept {
+        auto& s = stripes_[stripe_of(index)];
+        lock_type lock(s.mutex);
+        if (s.history) s.history->record(HistoryAction::oom, false, 0, 0, nbytes, 0, true, nullptr, site);
     }
 
-    // Only within inspect(): the history's settings (nullptr: off), and its rings into `out`.
-    const detail::history_config* history_config() const noexcept { return history_ ? &history_->cfg : nullptr; }
-    void collect_history(detail::history_events& out) const {
-        if (history_)
-            for (const auto& r : history_->rings) out.add(*r);
+    // Diagnostics only: gives stripe i the ring rings[i] (nullptr: none) and
+    // forgets every block's call site, with every stripe locked, then calls
+    // also() still locked (a front holding blocks must hold its locks too).
+    template <class Also>
+    void set_rings(ring_type* const* rings, Also&& also) noexcept {
+        all_locked locks([&](std::size_t i) -> mutex_type& { return stripes_[i].mutex; });
+        for (std::size_t i = 0; i < Locks::stripes; ++i) stripes_[i].history = rings[i];
+        for (auto& st : stripes_)
+            for (auto& b : st.in_use) b.diag.drop_site();
+        for (auto& bucket : buckets_)
+            for (auto* list : {&bucket.free, &bucket.pending})
+                for (auto& b : *list) b.diag.drop_site();
+        also();
+    }
+
+    // Diagnostics only, within inspect(): every stripe's ring into `out`.
+    template <class Events>
+    void collect_history(Events& out) const {
+        for (const auto& st : stripes_)
+            if (st.history) out.add(*st.history);
     }
 
     void on_oom_retry(std::size_t index) noexcept {
         auto& s = stripes_[stripe_of(index)];
-        std::lock_guard lock(s.mutex);
+        lock_type lock(s.mutex);
         s.counters.on_oom_retry();
     }
     // Counts a failed allocation; returns the bytes held from the driver.
     std::size_t on_failure(std::size_t index) noexcept {
         auto& s = stripes_[stripe_of(index)];
         // held_ is a plain integer under a one-stripe lock: read it there too.
-        std::lock_guard lock(s.mutex);
+        lock_type lock(s.mutex);
         s.counters.on_failure();
         return held_.load();
     }
@@ -342,8 +355,7 @@ public:
     // may walk every block with for_each_block() and find what stats counts.
     template <class F>
     decltype(auto) inspect(F&& f) const {
-        std::array<std::unique_lock<typename Locks::mutex_type>, Locks::stripes> locks;
-        for (std::size_t i = 0; i < Locks::stripes; ++i) locks[i] = std::unique_lock(stripes_[i].mutex);
+        all_locked locks([&](std::size_t i) -> mutex_type& { return stripes_[i].mutex; });
         if constexpr (traits::has_events) {
             for (std::size_t i = 0; i < buckets_.size(); ++i)
                 if (!buckets_[i].pending.empty()) reap_pending(buckets_[i], stripes_[stripe_of(i)].counters);
@@ -393,17 +405,14 @@ private:
     }
 
     using list_type = detail::block_list<block_type>;
-
-    // One ring per lock stripe, each written under its stripe's lock.
-    struct history_state {
-        detail::history_config cfg;
-        std::vector<std::unique_ptr<detail::history_ring>> rings;
-    };
+    using mutex_type = typename Locks::mutex_type;
+    using lock_type = detail::guard<mutex_type>;
+    using all_locked = detail::guard_all<mutex_type, Locks::stripes>;
 
     // A history event of block b in stripe si's ring (its lock held).
     void note(std::size_t si, HistoryAction action, block_type& b, std::size_t nbytes,
-              const detail::call_site* site) noexcept {
-        if (detail::history_ring* ring = stripes_[si].history)
+              const site_type* site) noexcept {
+        if (ring_type* ring = stripes_[si].history)
             ring->note_release(action, b, nbytes, b.bucket == exact_bucket, site);
     }
 
@@ -419,7 +428,7 @@ private:
         mutable typename Locks::mutex_type mutex;
         list_type in_use;
         mutable detail::stripe_counters counters;  // mutable: snapshot() reaps (see buckets_)
-        detail::history_ring* history = nullptr;    // this stripe's ring of history_ (nullptr: off)
+        ring_type* history = nullptr;  // this stripe's history ring (nullptr: off; owned by the diagnostics)
     };
 
     static constexpr bool shared_counters = Locks::stripes > 1;
@@ -449,8 +458,8 @@ private:
     static void reap_pending(bucket_state& bucket, detail::stripe_counters& counters) noexcept {
         for (auto it = bucket.pending.begin(); it != bucket.pending.end();) {
             auto& b = *it;
-            const bool done = std::all_of(b.events.begin(), b.events.end(),
-                                          [](const event_type& e) { return traits::event_complete(e); });
+            bool done = true;
+            for (const event_type& e : b.events) done = done && traits::event_complete(e);
             if (!done) {
                 ++it;
                 continue;
@@ -460,17 +469,6 @@ private:
             bucket.free.push_front(b);
             counters.on_reaped(bucket.counts, b.bucket_bytes);
         }
-    }
-
-    // A short sleep (not a yield: a waiter of higher priority must let the
-    // thread it waits for run on its core).
-    static void nap() noexcept {
-#if defined(__unix__)
-        const timespec t{0, 50000};
-        nanosleep(&t, nullptr);
-#else
-        std::this_thread::sleep_for(std::chrono::microseconds(50));
-#endif
     }
 
     static void dispose_all(list_type& doomed) noexcept {
@@ -489,16 +487,14 @@ private:
     idle_counter idle_total_;  // cached + pending + reserved bytes, against the byte cap
     counter held_;             // bytes held from the driver
     counter peak_held_;
-    // The history (nullptr: off), replaced under every stripe lock, read under any.
-    std::unique_ptr<history_state> history_;
 };
 
 // One bucket of the shared lists with its stripe locked, for as long as this
 // lives: everything a front may do there. A front keeps the buffers it holds
 // in use in the shared counters (stats() moves them across) and holds one
 // reserved slot per idle buffer it may keep.
-template <class B, BucketPolicy Buckets, LimitPolicy Limits, LockPolicy Locks>
-class shared_lists<B, Buckets, Limits, Locks>::locked_bucket {
+template <class B, BucketPolicy Buckets, LimitPolicy Limits, LockPolicy Locks, class Diag>
+class shared_lists<B, Buckets, Limits, Locks, Diag>::locked_bucket {
 public:
     locked_bucket(const locked_bucket&) = delete;
     locked_bucket& operator=(const locked_bucket&) = delete;
@@ -550,9 +546,11 @@ public:
 
     // A buffer released to the front that the caps refuse: out of the lists
     // and counted; dispose() it once unlocked.
-    void evict(block_type& b, std::size_t nbytes, const detail::call_site* site = nullptr) noexcept {
-        if (lists_.history_) [[unlikely]]
-            lists_.note(stripe_of(index_), HistoryAction::evict, b, nbytes, site);
+    void evict(block_type& b, std::size_t nbytes, const site_type* site = nullptr) noexcept {
+        if constexpr (Diag::enabled) {
+            if (stripe_.history) [[unlikely]]
+                lists_.note(stripe_of(index_), HistoryAction::evict, b, nbytes, site);
+        }
         stripe_.in_use.erase(stripe_.in_use.iterator_to(b));
         stripe_.counters.on_release(bucket_.counts, b.bucket_bytes, nbytes);
         stripe_.counters.on_evict(bucket_.counts);
@@ -574,7 +572,7 @@ private:
     std::size_t& reserved_;
     const std::size_t index_;
     const std::size_t bytes_;
-    std::lock_guard<typename Locks::mutex_type> guard_;
+    lock_type guard_;
 };
 
 }  // namespace clpool

@@ -47,7 +47,7 @@ namespace clpool::detail {
 class asymmetric_fence {
 public:
     // The frequent side, between its store and its load.
-    static void light() noexcept {
+    [[gnu::always_inline]] static void light() noexcept {
 #if CLPOOL_ASYMMETRIC_FENCE_TSAN
         std::atomic_thread_fence(std::memory_order_seq_cst);
 #else

@@ -1,9 +1,10 @@
-// The three named pools, over any backend: Basic*Pool<Backend>, and host:: aliases.
+// The three named pools, over any backend: Basic*Pool<Backend>, and host:: aliases; each with Diagnostics (history, snapshots, out-of-memory reports).
 #pragma once
 
 #include <clpool/backends/host.hpp>
 #include <clpool/backends/sub_allocated.hpp>
 #include <clpool/core/pool.hpp>
+#include <clpool/diagnostics/diagnostics.hpp>
 #include <clpool/policies/arena_buckets.hpp>
 #include <clpool/policies/bucket.hpp>
 #include <clpool/policies/flags.hpp>
@@ -22,27 +23,27 @@ static_assert(LimitPolicy<EnvironmentCapped>);
 
 // General-purpose device memory: power-of-two buckets, keep everything, one mutex.
 template <CheckedBackend B>
-using BasicBufferPool = Pool<PowerOfTwoBuckets, DeviceLocal, Unlimited, SingleMutex, B>;
+using BasicBufferPool = Pool<PowerOfTwoBuckets, DeviceLocal, Unlimited, SingleMutex, B, Diagnostics>;
 
 // Pinned host staging memory: as BasicBufferPool, but host-pinned.
 template <CheckedBackend B>
-using BasicPinnedBufferPool = Pool<PowerOfTwoBuckets, HostPinned, Unlimited, SingleMutex, B>;
+using BasicPinnedBufferPool = Pool<PowerOfTwoBuckets, HostPinned, Unlimited, SingleMutex, B, Diagnostics>;
 
 // Long-running jobs: the fixed bucket set, integrated-aware flags, byte and
 // per-bucket caps (CLPOOL_MAX_CACHED_GB, 16 per bucket), one mutex.
 template <CheckedBackend B>
-using BasicPersistentBufferPool = Pool<FixedSetBuckets, IntegratedAware, EnvironmentCapped, SingleMutex, B>;
+using BasicPersistentBufferPool = Pool<FixedSetBuckets, IntegratedAware, EnvironmentCapped, SingleMutex, B, Diagnostics>;
 
 // Low-waste device memory: blocks carved from segments of B (SubAllocated,
 // docs/ARENA.md), fine size classes, keep everything, one mutex. The pool
 // gives its cache back to the segments before it grows them, so what it holds
 // stays close to what is live.
 template <SegmentBackend B>
-using BasicArenaPool = Pool<ArenaBuckets, DeviceLocal, Unlimited, SingleMutex, SubAllocated<B>>;
+using BasicArenaPool = Pool<ArenaBuckets, DeviceLocal, Unlimited, SingleMutex, SubAllocated<B>, Diagnostics>;
 
 // The same, for pinned host staging memory carved from a few pinned segments.
 template <SegmentBackend B>
-using BasicPinnedArenaPool = Pool<ArenaBuckets, HostPinned, Unlimited, SingleMutex, SubAllocated<B>>;
+using BasicPinnedArenaPool = Pool<ArenaBuckets, HostPinned, Unlimited, SingleMutex, SubAllocated<B>, Diagnostics>;
 
 // The same pools on aligned host memory, for machines with no OpenCL device.
 namespace host {

@@ -3,7 +3,7 @@
 
 #include <clpool/pools/aliases.hpp>
 #include <clpool/core/errors.hpp>
-#include <clpool/core/snapshot.hpp>
+#include <clpool/diagnostics/snapshot.hpp>
 #include <clpool/platform/process_state.hpp>
 #include <clpool/runtime/registry_list.hpp>
 

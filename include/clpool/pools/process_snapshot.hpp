@@ -2,7 +2,7 @@
 #pragma once
 
 #include <clpool/core/has_opencl.hpp>
-#include <clpool/core/snapshot.hpp>
+#include <clpool/diagnostics/snapshot.hpp>
 #include <clpool/pools/aliases.hpp>
 #include <clpool/pools/host_registry.hpp>
 #ifdef CLPOOL_HAS_OPENCL

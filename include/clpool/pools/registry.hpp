@@ -2,7 +2,7 @@
 #pragma once
 
 #include <clpool/pools/opencl_pools.hpp>
-#include <clpool/core/snapshot.hpp>
+#include <clpool/diagnostics/snapshot.hpp>
 #include <clpool/platform/process_state.hpp>
 #include <clpool/runtime/queue_registry.hpp>
 #include <clpool/runtime/registry_list.hpp>

@@ -1,24 +1,14 @@
 // block: the host-side node for one driver allocation.
 #pragma once
 
-#include <clpool/core/detail/call_sites.hpp>
-
 #include <boost/intrusive/list.hpp>
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <new>
 #include <vector>
 
 namespace clpool::detail {
-
-// A number per block made in this process, in its high 32 bits: the start of
-// its history_events. One relaxed add per driver allocation.
-inline std::uint64_t next_block_life() noexcept {
-    static constinit std::atomic<std::uint64_t> lives{0};
-    return lives.fetch_add(1, std::memory_order_relaxed) << 32;
-}
 
 #ifdef NDEBUG
 using link_mode = boost::intrusive::link_mode<boost::intrusive::normal_link>;
@@ -30,7 +20,9 @@ using link_mode = boost::intrusive::link_mode<boost::intrusive::safe_link>;
 // The host-side node for one driver allocation. Lives on exactly one list at
 // a time: its bucket's free list, its bucket's pending list, or its stripe's
 // in-use list. Allocated on a miss only, so a hit allocates nothing.
-template <class Memory, class Event>
+// Diag: what the pool's diagnostics keep per buffer (diagnostics_hook.hpp;
+// empty, and no bytes, for NoDiagnostics).
+template <class Memory, class Event, class Diag>
 struct block {
     boost::intrusive::list_member_hook<link_mode> hook;
     Memory memory;
@@ -58,20 +50,13 @@ struct block {
     std::atomic<const char*> tag{nullptr};
     std::atomic<std::uint64_t> tag_seq{0};  // handout_seq when the tag was set: a hit need not clear the tag
     std::uint64_t made_ns = 0;     // steady clock when the driver made it
-    // Its history events so far, above a number of its own in the high 32
-    // bits (history_ring.hpp orders a buffer's events by it): a buffer made
-    // later at a freed one's address, so with its id, orders after it.
-    // Written by whoever records an event of it, under that event's lock; a
-    // buffer's events never race (its holder alone releases it).
-    std::uint64_t history_events = next_block_life();
-    // Where its current (or last) holder allocated it; only while a history
-    // records call sites (history_ring.hpp). Made on its first such hand-out.
-    call_site* site = nullptr;
+    // The diagnostics' own (a history's event count and call site), after
+    // the fields every hit touches.
+    [[no_unique_address]] Diag diag;
 
     block() = default;
     block(const block&) = delete;
     block& operator=(const block&) = delete;
-    ~block() { delete site; }
 
     static constexpr std::uintptr_t releasing = 1;  // pools are aligned far beyond 2 bytes
 
@@ -92,15 +77,6 @@ struct block {
         tag_seq.store(handout_seq, std::memory_order_relaxed);
     }
     void clear_tag() noexcept { tag.store(nullptr, std::memory_order_relaxed); }
-    // A recorded hand-out's call site. Under the lock of whoever hands it out.
-    void keep_site(const call_site& s) noexcept {
-        if (!site) site = new (std::nothrow) call_site;
-        if (site) *site = s;
-    }
-    void drop_site() noexcept {
-        delete site;
-        site = nullptr;
-    }
 };
 
 template <class Block>

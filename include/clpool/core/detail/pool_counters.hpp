@@ -1,7 +1,6 @@
 // pool_counters: a lock stripe's statistics and its buckets' figures, changed only through on_* events.
 #pragma once
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
@@ -111,7 +110,7 @@ private:
     void add_in_use(std::size_t bytes, std::size_t nbytes) noexcept {
         bytes_in_use += bytes;
         bytes_requested += nbytes;
-        peak_in_use = std::max(peak_in_use, bytes_in_use);
+        if (bytes_in_use > peak_in_use) peak_in_use = bytes_in_use;
     }
 };
 

@@ -4,7 +4,14 @@
 #include <clpool/platform/asymmetric_fence.hpp>
 #include <clpool/platform/fork_locks.hpp>
 
+#include <cstddef>
+#include <cstdint>
+
+#if __has_include(<pthread.h>)
+#include <pthread.h>
+#else
 #include <mutex>
+#endif
 
 #if defined(__unix__)
 #include <time.h>
@@ -33,19 +40,64 @@ namespace clpool::detail {
 struct pool_teardown {
     // ~Pool, between setting pool_going and scanning the marks.
     static void barrier() noexcept {
-        if (!asymmetric_fence::heavy()) nap_ms(10);  // no barrier could be had (never seen): let marks land
+        if (!asymmetric_fence::heavy()) nap_us(10000);  // no barrier could be had (never seen): let marks land
+    }
+
+    // The release's side: marks b `releasing` and returns its pool's address,
+    // or 0 if ~Pool orphaned it. A plain store, a compiler barrier and a load
+    // of the same cache line, not a read-modify-write: ~Pool pays for the rest.
+    template <class Block>
+    [[gnu::always_inline]] static std::uintptr_t claim(Block& b) noexcept {
+        const std::uintptr_t word = b.owner.load(std::memory_order_acquire);
+        if (word == 0) return 0;
+        b.owner.store(word | Block::releasing, std::memory_order_relaxed);
+        asymmetric_fence::light();
+        if (b.pool_going.load(std::memory_order_relaxed)) [[unlikely]] {
+            if (!kept(b)) return 0;
+        }
+        return word;
+    }
+
+    // A sleeping lock (a release waits here only while ~Pool decides):
+    // pthread's where there is one, so that the core does not read <mutex>.
+#if __has_include(<pthread.h>)
+    class lock_type {
+    public:
+        void lock() noexcept { pthread_mutex_lock(&m_); }
+        void unlock() noexcept { pthread_mutex_unlock(&m_); }
+
+    private:
+        pthread_mutex_t m_ = PTHREAD_MUTEX_INITIALIZER;
+    };
+#else
+    using lock_type = std::mutex;
+#endif
+
+    // A release that found its block orphaned (its handle outlived its
+    // pool): the release frees the buffer itself.
+    template <class Traits, class Block>
+    [[gnu::cold, gnu::noinline]] static void free_orphan(Block* b, const typename Traits::event_type* events,
+                                                         std::size_t count) noexcept {
+        if constexpr (Traits::free_waits_for_events) Traits::wait_for(events, count);
+        delete b;
     }
 
     // ~Pool decides under it; a release that saw pool_going asks under it.
-    static std::mutex& mutex() noexcept { return state().mutex; }
+    static lock_type& mutex() noexcept { return state().mutex; }
 
     // The release's slow path: false if ~Pool orphaned the block (the release
     // frees it and must not enter the pool).
     template <class Block>
     [[gnu::cold, gnu::noinline]] static bool kept(const Block& b) noexcept {
-        std::lock_guard lock(mutex());
-        return !b.orphaned;
+        mutex().lock();
+        const bool kept = !b.orphaned;
+        mutex().unlock();
+        return kept;
     }
+
+    // A short sleep while ~Pool waits for a release under way (not a yield:
+    // a waiter of higher priority must let the thread it waits for run on its core).
+    static void nap() noexcept { nap_us(50); }
 
     // With the first pool: the fence's registration and the fork hooks come
     // before any release can need them.
@@ -56,19 +108,19 @@ struct pool_teardown {
 
 private:
     struct shared {
-        std::mutex mutex;
+        lock_type mutex;
         shared() noexcept { fork_locks::add_mutex(fork_rank::pool_teardown, mutex); }
     };
     static shared& state() noexcept {
         static shared* s = new shared();  // never destroyed: pools may die in static destructors
         return *s;
     }
-    static void nap_ms(long ms) noexcept {
+    static void nap_us(long us) noexcept {
 #if defined(__unix__)
-        const timespec t{0, ms * 1000000L};
+        const timespec t{us / 1000000L, (us % 1000000L) * 1000L};
         nanosleep(&t, nullptr);
 #else
-        std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+        std::this_thread::sleep_for(std::chrono::microseconds(us));
 #endif
     }
 };

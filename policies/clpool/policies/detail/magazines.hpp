@@ -1,7 +1,8 @@
 // magazines: ThreadCached's front, per-thread magazines of idle buffers before a pool's shared lists.
 #pragma once
 
-#include <clpool/core/detail/history_ring.hpp>
+#include <clpool/core/diagnostics_hook.hpp>
+#include <clpool/core/front.hpp>
 #include <clpool/platform/process_state.hpp>
 #include <clpool/policies/detail/biased_lock.hpp>
 
@@ -36,9 +37,6 @@ struct magazine_base {
     // is never locked or flushed: a parent thread may have held its lock, or
     // its pool's, at the fork, and that thread does not exist here. It leaks.
     const std::uint32_t generation = fork_generation();
-    // Its thread's history events for the pool (hits and releases it served),
-    // written under `lock`; nullptr while the pool records none.
-    std::unique_ptr<history_ring> history;
 
     void drop() noexcept {
         if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) destroy(this);
@@ -115,38 +113,19 @@ struct magazine_registry {
     mutable std::mutex mutex;
     std::vector<magazine_base*> mags;  // each holds one reference
     bool closed = false;               // the pool is going: no new magazine (mutex held)
-    // The pool's history settings, and the rings of exited threads' magazines
-    // (at most retired_max: more are merged into one). Mutex held.
-    history_config history_cfg;
-    std::vector<std::unique_ptr<history_ring>> retired;
-    static constexpr std::size_t retired_max = 8;
+};
 
-    // Forgets magazines whose thread has exited (mutex held); keeps their history.
-    void prune() noexcept {
-        std::erase_if(mags, [this](magazine_base* m) {
-            if (!m->thread_exited.load(std::memory_order_acquire)) return false;
-            retire(std::move(m->history));  // its thread is gone: nothing writes it now
-            m->drop();
-            return true;
-        });
-    }
-
-    void retire(std::unique_ptr<history_ring> r) noexcept {
-        if (!r || r->recorded() == 0) return;
-        try {
-            retired.push_back(std::move(r));
-            if (retired.size() > retired_max) {
-                std::vector<const history_ring*> all;
-                all.reserve(retired.size());
-                for (const auto& x : retired) all.push_back(x.get());
-                auto merged = history_ring::merge(all, history_cfg);
-                retired.clear();
-                retired.push_back(std::move(merged));
-            }
-        } catch (...) {
-            // Out of host memory: those events are lost, nothing else is.
-        }
-    }
+// A pool's history settings as a front keeps them: Diag::config, or (no
+// diagnostics) a history that is never on.
+template <class Diag, bool = Diag::enabled>
+struct history_config_of {
+    struct type {
+        static constexpr bool on() noexcept { return false; }
+    };
+};
+template <class Diag>
+struct history_config_of<Diag, true> {
+    using type = typename Diag::config;
 };
 
 // The typed magazine: per bucket, a stack of up to K idle blocks and the
@@ -154,7 +133,7 @@ struct magazine_registry {
 // Counters are the thread's share of the pool's statistics until flushed.
 // Aligned to a cache line, hot counters next to the lock: two threads'
 // magazines never share a line.
-template <class Block, std::size_t K, std::size_t BucketCount>
+template <class Block, std::size_t K, std::size_t BucketCount, class Ring>
 struct alignas(64) magazine : magazine_base {
     struct slots {
         std::uint32_t count = 0;
@@ -165,6 +144,10 @@ struct alignas(64) magazine : magazine_base {
     std::size_t bytes_idle = 0;
     std::size_t requested = 0;  // change to bytes_requested, modulo 2^64 (a buffer may come back to another thread)
     std::array<slots, BucketCount> buckets{};
+    // Its thread's history events for the pool (hits and releases it served),
+    // written under `lock`; nullptr while the pool records none (always,
+    // without diagnostics).
+    std::unique_ptr<Ring> history;
 };
 
 // ThreadCached<K>'s front over a pool's shared lists (a PoolFront, core/front.hpp):
@@ -189,14 +172,22 @@ struct alignas(64) magazine : magazine_base {
 // (the registry holder alone may wait on a second magazine), then stripes.
 template <class Lists, std::size_t K>
 class magazines {
+    using diagnostics = typename Lists::diagnostics;
+    using ring_type = typename Lists::ring_type;
+    using site_type = typename Lists::site_type;
+    using history_config = typename history_config_of<diagnostics>::type;
+    static constexpr bool recording = diagnostics::enabled;
+
 public:
     using block_type = typename Lists::block_type;
+    static constexpr FrontAbilities abilities =
+        FrontAbility::inspect | FrontAbility::reclaim | (recording ? FrontAbility::history : FrontAbility::none);
 
     // A hit from the calling thread's magazine, refilled from the shared lists
     // when empty. nullptr (no magazine, nothing free, or the exact bucket): the
     // pool takes from the shared lists.
     // With a history on, the hit goes into the magazine's ring (with the call site if given).
-    block_type* take(Lists& lists, std::size_t index, std::size_t nbytes, const call_site* site = nullptr) noexcept {
+    block_type* take(Lists& lists, std::size_t index, std::size_t nbytes, const site_type* site = nullptr) noexcept {
         if (index >= Lists::exact_bucket) return nullptr;
         mag_type* m = mine(lists);
         if (!m) return nullptr;
@@ -221,7 +212,7 @@ public:
     // back in the shared lists. A kept block's release ends under the magazine
     // lock (block_type::end_release); an evicted one's when it leaves the
     // stripe's in-use list.
-    bool put(Lists& lists, block_type* b, std::size_t nbytes, const call_site* site = nullptr) noexcept {
+    bool put(Lists& lists, block_type* b, std::size_t nbytes, const site_type* site = nullptr) noexcept {
         const std::size_t index = b->bucket;
         if (index >= Lists::exact_bucket) return false;
         mag_type* m = mine(lists);
@@ -248,7 +239,7 @@ public:
             std::lock_guard ml(b->lock);
             if (b->lists) empty(lists, *static_cast<mag_type*>(b));
         }
-        registry_.prune();
+        prune_registry();
     }
 
     // ~Pool: every magazine gives its buffers back and is cut loose; a thread
@@ -316,12 +307,12 @@ public:
     // gets a new ring (or none) and exited threads' rings are dropped. If
     // apply() throws, nothing has changed: all that follows it cannot throw.
     template <class Apply>
-    void set_history(Lists&, history_config cfg, Apply&& apply) {
+    void set_history(Lists&, const history_config& cfg, Apply&& apply) {
         std::lock_guard g(registry_.mutex);
-        std::vector<std::unique_ptr<history_ring>> rings;  // made before the magazine locks; the old ones after
+        std::vector<std::unique_ptr<ring_type>> rings;  // made before the magazine locks; the old ones after
         rings.reserve(registry_.mags.size());
         for (std::size_t i = 0; i < registry_.mags.size(); ++i)
-            rings.push_back(cfg.on() ? std::make_unique<history_ring>(cfg) : nullptr);
+            rings.push_back(cfg.on() ? std::make_unique<ring_type>(cfg) : nullptr);
         biased_lock::lock_all(registry_.mags, [](magazine_base* b) -> biased_lock& { return b->lock; });
         struct unlock_all {
             const std::vector<magazine_base*>& mags;
@@ -330,16 +321,18 @@ public:
             }
         } unlocker{registry_.mags};
         apply();
-        for (std::size_t i = 0; i < registry_.mags.size(); ++i) registry_.mags[i]->history.swap(rings[i]);
-        registry_.history_cfg = cfg;
-        registry_.retired.clear();
+        for (std::size_t i = 0; i < registry_.mags.size(); ++i)
+            static_cast<mag_type*>(registry_.mags[i])->history.swap(rings[i]);
+        history_cfg_ = cfg;
+        retired_.clear();
     }
 
     // Only within inspect(): every magazine's history and the exited threads'.
-    void collect_history(history_events& out) const {
+    template <class Events>
+    void collect_history(Events& out) const {
         for (magazine_base* b : registry_.mags)
-            if (b->history) out.add(*b->history);
-        for (const auto& r : registry_.retired) out.add(*r);
+            if (const auto& h = static_cast<const mag_type*>(b)->history) out.add(*h);
+        for (const auto& r : retired_) out.add(*r);
     }
 
 private:
@@ -367,13 +360,13 @@ private:
     }
 
     static constexpr std::size_t batch = K / 2;
-    using mag_type = magazine<block_type, K, Lists::exact_bucket>;
+    using mag_type = magazine<block_type, K, Lists::exact_bucket, ring_type>;
     using locked_bucket = typename Lists::locked_bucket;
 
     // A hit from m's bucket, refilled from the shared lists if empty; nullptr
     // if nothing is free there either. m's lock held.
     static block_type* pop(Lists& lists, mag_type& m, std::size_t index, std::size_t nbytes,
-                           const call_site* site) noexcept {
+                           const site_type* site) noexcept {
         auto& sl = m.buckets[index];
         if (sl.count == 0 && !refill(lists, m, index)) return nullptr;
         block_type* b = sl.blocks[--sl.count];
@@ -385,8 +378,10 @@ private:
         // holder's tag goes here (a load, not a store, when there is none).
         if (b->tag.load(std::memory_order_relaxed)) [[unlikely]]
             b->clear_tag();
-        if (m.history) [[unlikely]]
-            b = m.history->note_alloc(*b, nbytes, true, false, site);
+        if constexpr (recording) {
+            if (m.history) [[unlikely]]
+                b = m.history->note_alloc(*b, nbytes, true, false, site);
+        }
         return b;
     }
 
@@ -400,7 +395,7 @@ private:
     enum class keep_result { kept, refused, detached };
 
     static keep_result keep_in(Lists& lists, mag_type& m, block_type* b, std::size_t nbytes,
-                               const call_site* site) noexcept {
+                               const site_type* site) noexcept {
         owner_guard g(m.lock);
         if (!m.lists || shut_down()) return keep_result::detached;
         const std::size_t index = b->bucket;
@@ -414,8 +409,10 @@ private:
         sl.blocks[sl.count++] = b;
         m.bytes_idle += b->bucket_bytes;
         m.requested -= nbytes;
-        if (m.history) [[unlikely]]
-            b = m.history->note_release(HistoryAction::free, *b, nbytes, false, site);
+        if constexpr (recording) {
+            if (m.history) [[unlikely]]
+                b = m.history->note_release(HistoryAction::free, *b, nbytes, false, site);
+        }
         b->end_release();  // ~Pool's detach() takes this lock before it goes on
         return keep_result::kept;
     }
@@ -490,11 +487,19 @@ private:
             t.entries.reserve(t.entries.size() + 1);
             std::lock_guard g(registry_.mutex);
             if (registry_.closed) return nullptr;
-            registry_.prune();
+            prune_registry();
             registry_.mags.reserve(registry_.mags.size() + 1);
-            auto ring = registry_.history_cfg.on() ? std::make_unique<history_ring>(registry_.history_cfg) : nullptr;
             m = new mag_type;
-            m->history = std::move(ring);
+            if constexpr (recording) {
+                if (history_cfg_.on()) {
+                    try {
+                        m->history = std::make_unique<ring_type>(history_cfg_);
+                    } catch (...) {
+                        delete m;
+                        throw;
+                    }
+                }
+            }
             m->lists = &lists;
             m->flush = &flush_thunk;
             m->destroy = [](magazine_base* b) noexcept { delete static_cast<mag_type*>(b); };
@@ -558,7 +563,43 @@ private:
         empty(*static_cast<Lists*>(m->lists), *m);
     }
 
+    // Forgets magazines whose thread has exited (registry mutex held); keeps their history.
+    void prune_registry() noexcept {
+        std::erase_if(registry_.mags, [this](magazine_base* b) {
+            if (!b->thread_exited.load(std::memory_order_acquire)) return false;
+            if constexpr (recording)
+                retire(std::move(static_cast<mag_type*>(b)->history));  // its thread is gone: nothing writes it now
+            b->drop();
+            return true;
+        });
+    }
+
+    // An exited thread's ring joins the retired ones (at most retired_max:
+    // more are merged into one). Registry mutex held.
+    void retire(std::unique_ptr<ring_type> r) noexcept {
+        if (!r || r->recorded() == 0) return;
+        try {
+            retired_.push_back(std::move(r));
+            if (retired_.size() > retired_max) {
+                std::vector<const ring_type*> all;
+                all.reserve(retired_.size());
+                for (const auto& x : retired_) all.push_back(x.get());
+                auto merged = ring_type::merge(all, history_cfg_);
+                retired_.clear();
+                retired_.push_back(std::move(merged));
+            }
+        } catch (...) {
+            // Out of host memory: those events are lost, nothing else is.
+        }
+    }
+
+    static constexpr std::size_t retired_max = 8;
+
     magazine_registry registry_;
+    // The pool's history settings, and the rings of exited threads' magazines.
+    // Registry mutex held.
+    [[no_unique_address]] history_config history_cfg_{};
+    std::vector<std::unique_ptr<ring_type>> retired_;
 };
 
 }  // namespace clpool::detail

@@ -4,9 +4,14 @@
 #include <clpool/platform/asymmetric_fence.hpp>
 
 #include <atomic>
-#include <chrono>
 #include <cstdint>
+
+#if defined(__unix__)
+#include <time.h>
+#else
+#include <chrono>
 #include <thread>
+#endif
 
 namespace clpool::detail {
 
@@ -43,7 +48,7 @@ public:
     static void barrier() noexcept {
         // No barrier could be had (membarrier and the TLB shootdown both
         // refused; never seen): an owner's store lands within a scheduler tick.
-        if (!asymmetric_fence::heavy()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        if (!asymmetric_fence::heavy()) nap_us(10000);
     }
 
     // Another thread, after barrier(): until the owner is out. Its section is
@@ -52,10 +57,21 @@ public:
     void wait_out() const noexcept {
         for (int spins = 0; inside_.load(std::memory_order_acquire);)
             if (spins < 64) ++spins;
-            else std::this_thread::sleep_for(std::chrono::microseconds(20));
+            else nap_us(20);
     }
 
 private:
+    // A sleep, not a yield: the owner may be preempted on this very core.
+    // nanosleep where there is one, so that a lock's users do not read <chrono> and <thread>.
+    static void nap_us(long us) noexcept {
+#if defined(__unix__)
+        const timespec t{us / 1000000L, (us % 1000000L) * 1000L};
+        nanosleep(&t, nullptr);
+#else
+        std::this_thread::sleep_for(std::chrono::microseconds(us));
+#endif
+    }
+
     std::atomic<bool> inside_{false};
 };
 

@@ -1,8 +1,8 @@
 // oom_report: what out_of_memory::what() adds from a snapshot (largest live buffers, what was given back, fragmentation), and the CLPOOL_OOM_SNAPSHOT dump.
 #pragma once
 
-#include <clpool/core/snapshot.hpp>
-#include <clpool/core/snapshot_json.hpp>
+#include <clpool/diagnostics/snapshot.hpp>
+#include <clpool/diagnostics/snapshot_json.hpp>
 
 #include <algorithm>
 #include <atomic>

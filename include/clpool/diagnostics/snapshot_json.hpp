@@ -1,7 +1,7 @@
 // to_json: a snapshot as the versioned JSON of docs/OBSERVABILITY.md, with no dependency; and a file writer that never throws.
 #pragma once
 
-#include <clpool/core/snapshot.hpp>
+#include <clpool/diagnostics/snapshot.hpp>
 
 #include <cstdint>
 #include <cstdio>

@@ -2,7 +2,7 @@
 #pragma once
 
 #include <clpool/platform/process_state.hpp>
-#include <clpool/core/snapshot.hpp>
+#include <clpool/core/steady_clock.hpp>
 
 #include <atomic>
 #include <chrono>

@@ -1,11 +1,10 @@
 // history_ring: a ring of a pool's recent events, written under a lock the event's path already holds; their merge, and CLPOOL_HISTORY.
 #pragma once
 
-#include <clpool/core/detail/call_sites.hpp>
-#include <clpool/core/detail/history_clock.hpp>
 #include <clpool/core/errors.hpp>
-#include <clpool/core/history.hpp>
-#include <clpool/core/snapshot.hpp>
+#include <clpool/diagnostics/detail/call_sites.hpp>
+#include <clpool/diagnostics/detail/history_clock.hpp>
+#include <clpool/diagnostics/history.hpp>
 
 #include <algorithm>
 #include <array>
@@ -47,7 +46,7 @@ struct history_slot {
     HistoryAction action;
     bool hit;
     bool exact;  // of the exact-size bucket (bucket_size 0)
-    std::uint64_t of_buffer;  // the buffer's life and event count (block::history_events); 0 for trim and oom
+    std::uint64_t of_buffer;  // the buffer's life and event count (block_data::history_events); 0 for trim and oom
 };
 
 // The newest `capacity` events of one writer, which records under a lock it
@@ -263,12 +262,12 @@ private:
         const std::size_t k = staged_;
         if (t == 0 || order == 0 || k >= stage_limit_) [[unlikely]]
             return false;
-        std::uint64_t events = b.history_events;
+        std::uint64_t events = b.diag.history_events;
         std::size_t held = b.bucket_bytes;
         in_register(events);
         in_register(held);
         store_slot(stage_[k], t, order, reinterpret_cast<std::uintptr_t>(&b), packed, held, events);
-        b.history_events = events + 1;
+        b.diag.history_events = events + 1;
         thread_order::advance(order);
         staged_ = k + 1;
         // Fetches the ring's line that this slot goes to at the flush, so the
@@ -296,9 +295,9 @@ private:
     [[gnu::noinline]] Block* note_rare(Block& b, std::uint64_t packed, const char* tag,
                                        const call_site* site) noexcept {
         const auto action = packed_slot::action_of(packed);
-        record(action, packed_slot::hit_of(packed), reinterpret_cast<std::uintptr_t>(&b), b.history_events++,
+        record(action, packed_slot::hit_of(packed), reinterpret_cast<std::uintptr_t>(&b), b.diag.history_events++,
                packed_slot::requested_of(packed), b.bucket_bytes, packed_slot::exact_of(packed), tag, site);
-        if (action == HistoryAction::alloc && site && stacks_) b.keep_site(*site);
+        if (action == HistoryAction::alloc && site && stacks_) b.diag.keep_site(*site);
         return &b;
     }
 

@@ -1,11 +1,12 @@
 // PoolSnapshot: every buffer of a pool, with its state, sizes, age and tag, and the pool's stats at that moment.
 #pragma once
 
-#include <clpool/core/history.hpp>
+#include <clpool/core/steady_clock.hpp>
+#include <clpool/core/segments.hpp>
 #include <clpool/core/stats.hpp>
+#include <clpool/diagnostics/history.hpp>
 
 #include <algorithm>
-#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -14,21 +15,6 @@
 #include <vector>
 
 namespace clpool {
-
-enum class BufferState : std::uint8_t {
-    in_use,   // handed out and not yet released
-    cached,   // idle, ready to hand out (a thread's magazine counts too)
-    pending,  // released, waiting for its events
-};
-
-constexpr const char* to_string(BufferState s) noexcept {
-    switch (s) {
-        case BufferState::in_use: return "in_use";
-        case BufferState::cached: return "cached";
-        case BufferState::pending: return "pending";
-    }
-    return "unknown";
-}
 
 // One buffer the pool holds from the driver.
 struct BufferInfo {
@@ -49,27 +35,6 @@ struct BufferInfo {
     // Where its current (or last) holder allocated it, innermost first; empty
     // unless the pool's history records call sites (Pool::record_history).
     std::vector<std::string> frames;
-};
-
-// One range of a segment (a sub-allocating pool, SubAllocated): a buffer's
-// block or free space. Blocks are rounded to the arena's granularity, so a
-// buffer's block may be larger than its bytes_held.
-struct SegmentBlock {
-    std::size_t offset = 0;
-    std::size_t bytes = 0;
-    bool free = false;                        // free space of the segment; state and buffer_id mean nothing then
-    BufferState state = BufferState::in_use;  // its buffer's state
-    std::uintptr_t buffer_id = 0;  // its buffer's BufferInfo::id; 0 for a block no buffer of the pool lists
-        // (being made or freed right now, or kept by a handle that outlived its pool)
-};
-
-// One segment: a driver allocation that blocks are carved from.
-struct SegmentInfo {
-    std::uintptr_t id = 0;  // stable while the segment lives
-    std::size_t bytes = 0;
-    std::size_t free_bytes = 0;
-    std::size_t largest_free = 0;
-    std::vector<SegmentBlock> blocks;  // in address order; their bytes add up to `bytes`
 };
 
 // What Pool::snapshot() returns: `stats` and `buffers` were read under the
@@ -135,11 +100,6 @@ inline void segment_totals(const std::vector<SegmentInfo>& segments, PoolStats& 
     }
 }
 
-inline std::uint64_t steady_ns() noexcept {
-    return static_cast<std::uint64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-            .count());
-}
 }  // namespace detail
 
 }  // namespace clpool

@@ -1,0 +1,28 @@
+// steady_clock: nanoseconds of the steady clock, without <chrono> on POSIX.
+#pragma once
+
+#include <cstdint>
+
+#if defined(__unix__)
+#include <time.h>
+#else
+#include <chrono>
+#endif
+
+namespace clpool::detail {
+
+// The steady clock in nanoseconds: CLOCK_MONOTONIC, the clock std::chrono::steady_clock
+// reads on POSIX systems, so the two agree (snapshots mix them).
+inline std::uint64_t steady_ns() noexcept {
+#if defined(__unix__)
+    timespec t{};
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return static_cast<std::uint64_t>(t.tv_sec) * 1000000000u + static_cast<std::uint64_t>(t.tv_nsec);
+#else
+    return static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+            .count());
+#endif
+}
+
+}  // namespace clpool::detail
