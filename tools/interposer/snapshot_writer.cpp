@@ -2,6 +2,7 @@
 #include "state.hpp"
 
 #include <clpool/diagnostics/snapshot_json.hpp>
+#include <clpool/platform/fork_locks.hpp>
 #include <clpool/pools/process_snapshot.hpp>
 
 #include <atomic>
@@ -151,6 +152,8 @@ void arm_snapshot() {
     if (!path || !*path) return;
     g_path = path;
     g_armed_pid = getpid();
+    // Taken around fork(): a child whose fork came during a SIGUSR1 snapshot must still write its exit snapshot.
+    detail::fork_locks::add_mutex(detail::fork_rank::interposer_snapshot, g_write_mu);
     std::atexit(at_exit);
     // SIGUSR1: ours first, then the handler that was there (none: the default would end the process).
     if (sigaction(SIGUSR1, nullptr, &g_previous) != 0 || pipe2(g_wake, O_CLOEXEC) != 0) return;

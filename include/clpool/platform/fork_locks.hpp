@@ -21,6 +21,7 @@ namespace clpool::detail {
 // The order is the locks' nesting order, outermost first: a thread may take a
 // later one while holding an earlier one, never the other way round.
 enum class fork_rank : int {
+    interposer_snapshot = 3,  // tools/interposer: the snapshot writer's, taken with no other held
     shape_trie = 5,         // shapes: ShapeTrie::global()'s stripe locks (a free under one may reach any lock below)
     interposer_state = 10,  // tools/interposer: held around pool calls
     dropin_pools = 20,      // interop: held while it makes a pool
