@@ -3,6 +3,8 @@
 
 #include "common/trace_format.hpp"
 
+#include <clpool/platform/fork_locks.hpp>
+
 #include <unistd.h>
 
 namespace clpool::interpose {
@@ -10,6 +12,8 @@ namespace clpool::interpose {
 namespace fmt = tools::trace_format;
 
 Trace::Trace(std::FILE* f) : f_(f), t0_(std::chrono::steady_clock::now()) {
+    // Taken around fork(): a line another thread was writing at the fork must not keep the child's lines waiting.
+    detail::fork_locks::add_mutex(detail::fork_rank::interposer_trace, mu_);
     static char buffer[1 << 16];
     std::setvbuf(f_, buffer, _IOFBF, sizeof buffer);
     char note[64];

@@ -12,6 +12,7 @@ namespace clpool::interpose {
 class Trace {
 public:
     // Writes the header to f, which the Trace then owns for good (it is flushed at exit, never closed).
+    // The Trace must live for ever too: its lock is taken around every fork().
     explicit Trace(std::FILE* f);
     // An allocation of `bytes` in the context numbered ctx_token: the id its free will name.
     std::uint64_t alloc(unsigned ctx_token, std::uint64_t flags, std::size_t bytes) noexcept;

@@ -24,6 +24,7 @@ enum class fork_rank : int {
     interposer_snapshot = 3,  // tools/interposer: the snapshot writer's, taken with no other held
     shape_trie = 5,         // shapes: ShapeTrie::global()'s stripe locks (a free under one may reach any lock below)
     interposer_state = 10,  // tools/interposer: held around pool calls
+    interposer_trace = 12,  // tools/interposer: the trace file's, leaf (taken with or without the state lock)
     dropin_pools = 20,      // interop: held while it makes a pool
     copy_workers = 30,      // interop: the staging copy workers' job list
     private_queues = 40,    // backends: a backend's enqueue-and-wait on its own queue

@@ -73,14 +73,17 @@ add_test(NAME interpose_snapshot_exit.preload COMMAND interpose_snapshot_exit)
 set_tests_properties(interpose_snapshot_exit.preload PROPERTIES TIMEOUT 60 ENVIRONMENT
   "LD_PRELOAD=${_lib};CLPOOL_INTERPOSER=${_lib};OPENCL_LAYERS=${_fake};FAKE_OOM_BYTES=4194304;CLPOOL_SNAPSHOT=${CMAKE_CURRENT_BINARY_DIR}/snapshot_exit.json")
 
-# fork() while the snapshot writer (CLPOOL_SNAPSHOT, on SIGUSR1) is busy: the child's exit snapshot
-# must not wait for a thread it does not have.
+# fork() while the trace writer (CLPOOL_TRACE) or the snapshot writer (CLPOOL_SNAPSHOT, on SIGUSR1) is
+# busy: the child's own trace lines and its exit snapshot must not wait for a thread it does not have.
 foreach(mode preload layer)
   if(mode STREQUAL "preload")
     set(_front "LD_PRELOAD=${_lib}")
   else()
     set(_front "OPENCL_LAYERS=${_lib}")
   endif()
+  add_test(NAME interpose_fork_trace.${mode} COMMAND interpose_fork)
+  set_tests_properties(interpose_fork_trace.${mode} PROPERTIES TIMEOUT 200 ENVIRONMENT
+    "${_front};CLPOOL_INTERPOSER=${_lib};CLPOOL_TRACE=${CMAKE_CURRENT_BINARY_DIR}/fork_trace.${mode}.txt")
   add_test(NAME interpose_fork_snapshot.${mode} COMMAND interpose_fork)
   set_tests_properties(interpose_fork_snapshot.${mode} PROPERTIES TIMEOUT 200 ENVIRONMENT
     "${_front};CLPOOL_INTERPOSER=${_lib};CLPOOL_SNAPSHOT=${CMAKE_CURRENT_BINARY_DIR}/fork_snapshot.${mode}.json")
