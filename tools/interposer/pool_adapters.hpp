@@ -49,6 +49,7 @@ struct WatchedBackend : OpenCLBackend {
 };
 static_assert(Backend<WatchedBackend>);
 
-using PoolT = Pool<PowerOfTwoBuckets, DeviceLocal, RecordingCapped, SingleMutex, WatchedBackend>;
+// Diagnostics: CLPOOL_SNAPSHOT writes each pool's snapshot (snapshot_writer.cpp), as the named pools have them.
+using PoolT = Pool<PowerOfTwoBuckets, DeviceLocal, RecordingCapped, SingleMutex, WatchedBackend, Diagnostics>;
 
 }  // namespace clpool::interpose
