@@ -43,7 +43,7 @@ cl_int get_mem_info(cl_mem m, cl_mem_info param, size_t size, void* value, size_
         return next().clGetMemObjectInfo(m, param, size, value, size_ret);
     }
     const MemRec* rec = it->second.get();
-    if (rec->refs == 0) return CL_INVALID_MEM_OBJECT;
+    if (!alive(*rec)) return CL_INVALID_MEM_OBJECT;
     switch (param) {
         case CL_MEM_REFERENCE_COUNT: return answer<cl_uint>(rec->refs, size, value, size_ret);
         case CL_MEM_SIZE: return answer<size_t>(rec->size, size, value, size_ret);

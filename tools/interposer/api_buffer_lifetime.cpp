@@ -29,8 +29,11 @@ cl_int retain_mem(cl_mem m) {
         lock.unlock();
         return next().clRetainMemObject(m);
     }
-    if (it->second->refs == 0) return CL_INVALID_MEM_OBJECT;
-    ++it->second->refs;
+    MemRec* rec = it->second.get();
+    if (!alive(*rec)) return CL_INVALID_MEM_OBJECT;
+    // Released, but kept alive by a sub-buffer or an image: the application holds it again (CL-HPP's
+    // getInfo of a sub-buffer's CL_MEM_ASSOCIATED_MEMOBJECT does), and the trace sees a new buffer.
+    if (rec->refs++ == 0 && st.trace) rec->trace_id = st.trace->alloc(rec->ctx->token, rec->flags, rec->size);
     return CL_SUCCESS;
 }
 
@@ -50,7 +53,9 @@ cl_int release_mem(cl_mem m) {
             return release_as_application(m);
         }
         MemRec* rec = it->second.get();
-        if (rec->refs == 0) return CL_INVALID_MEM_OBJECT;  // released already: the handle is a tombstone
+        // Released already: a tombstone, or kept only by its sub-buffers or images, whose references are not the
+        // application's to release.
+        if (rec->refs == 0) return CL_INVALID_MEM_OBJECT;
         if (--rec->refs > 0) return CL_SUCCESS;
         if (MemRec* parent = rec->parent) {
             // A sub-buffer is the driver's own object: it goes back to the driver
@@ -102,7 +107,7 @@ cl_int set_mem_destructor_callback(cl_mem m, mem_notify notify, void* user_data)
         return driver_callback(m, notify, user_data);
     }
     if (!notify) return CL_INVALID_VALUE;
-    if (it->second->refs == 0) return CL_INVALID_MEM_OBJECT;
+    if (!alive(*it->second)) return CL_INVALID_MEM_OBJECT;
     if (it->second->parent) {  // a sub-buffer: the driver deletes it, and runs the callback then
         lock.unlock();
         return driver_callback(m, notify, user_data);

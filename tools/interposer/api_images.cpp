@@ -38,7 +38,7 @@ cl_mem hold_storage(State& st, cl_mem storage) {
     if (!storage) return nullptr;
     std::lock_guard lock(st.mu);
     auto it = st.mems.find(storage);
-    if (it == st.mems.end() || it->second->refs == 0) return nullptr;  // the driver's, or freed (the driver answers)
+    if (it == st.mems.end() || !alive(*it->second)) return nullptr;  // the driver's, or freed (the driver answers)
     MemRec* root = it->second->parent ? it->second->parent : it->second.get();
     ++root->holders;
     return root->mem;

@@ -21,7 +21,7 @@ cl_mem create_sub_buffer(cl_mem parent, cl_mem_flags flags, cl_buffer_create_typ
         if (err) *err = code;
         return nullptr;
     };
-    if (rec->refs == 0 || rec->parent) return fail(CL_INVALID_MEM_OBJECT);  // freed, or a sub-buffer's sub-buffer
+    if (!alive(*rec) || rec->parent) return fail(CL_INVALID_MEM_OBJECT);  // freed, or a sub-buffer's sub-buffer
     if (type != CL_BUFFER_CREATE_TYPE_REGION || !info) return fail(CL_INVALID_VALUE);
     const auto* region = static_cast<const cl_buffer_region*>(info);
     if (region->size == 0) return fail(CL_INVALID_BUFFER_SIZE);

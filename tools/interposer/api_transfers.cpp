@@ -9,7 +9,7 @@ static cl_int check_range(cl_mem m, size_t offset, size_t n) {
     State& st = state();
     std::lock_guard lock(st.mu);
     auto it = st.mems.find(m);
-    if (it == st.mems.end() || it->second->parent || it->second->refs == 0) return CL_SUCCESS;
+    if (it == st.mems.end() || it->second->parent || !alive(*it->second)) return CL_SUCCESS;
     const size_t size = it->second->size;
     return offset > size || n > size - offset ? CL_INVALID_VALUE : CL_SUCCESS;
 }
@@ -60,7 +60,7 @@ static cl_mem rect_target(cl_mem m, const size_t* origin, const size_t* region, 
     State& st = state();
     std::lock_guard lock(st.mu);
     auto it = st.mems.find(m);
-    if (it == st.mems.end() || it->second->parent || it->second->refs == 0 || !origin || !region) return m;
+    if (it == st.mems.end() || it->second->parent || !alive(*it->second) || !origin || !region) return m;
     const MemRec& rec = *it->second;
     if (region[0] == 0 || region[1] == 0 || region[2] == 0) return m;  // the driver's error
     if (row == 0) row = region[0];

@@ -131,6 +131,10 @@ void run_due(std::vector<DueCallbacks>& due) noexcept;
 
 // Nothing holds the pooled buffer any more: the bucket may go back.
 inline bool unheld(const MemRec& r) noexcept { return r.refs == 0 && r.live_subs == 0 && r.holders == 0; }
+// The handle is a live buffer: the application holds it, or (a pooled buffer it released) a
+// sub-buffer or an image of it does, which keeps the driver's object, and so its handle, alive.
+// It may be retained, queried, sliced and used again; only a release wants the application's count.
+inline bool alive(const MemRec& r) noexcept { return !unheld(r); }
 // The bucket is its pool's (cached or pending): the record is a tombstone.
 inline bool is_tombstone(const MemRec& r) noexcept { return !r.parent && r.refs == 0 && !r.block; }
 

@@ -71,6 +71,79 @@ static void test_image_keeps_its_buffer(cl_context ctx, cl_command_queue q, cons
     OK(clReleaseMemObject(again));
 }
 
+/* A buffer the application released while a sub-buffer of it exists is still a buffer (the
+ * sub-buffer keeps it): it can be retained and queried (CL-HPP's getInfo of the sub-buffer's
+ * CL_MEM_ASSOCIATED_MEMOBJECT retains it), an image can be made from it, and it must not go
+ * to a new owner while the application holds it again, or while such an image exists. */
+static void test_sub_buffer_keeps_its_parent(cl_context ctx, cl_command_queue q) {
+    enum { N = 4096 };
+    cl_int err = CL_SUCCESS;
+    static unsigned char out[N];
+    const cl_buffer_region r = {0, 1024};
+    cl_mem next[4];
+
+    cl_mem b = make(ctx, CL_MEM_READ_WRITE, N, NULL);
+    fill(q, b, 0x11, N);
+    cl_mem sub = clCreateSubBuffer(b, CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION, &r, &err);
+    OK(err);
+    OK(clReleaseMemObject(b));  /* the sub-buffer still holds it */
+    cl_mem parent = NULL;
+    OK(clGetMemObjectInfo(sub, CL_MEM_ASSOCIATED_MEMOBJECT, sizeof parent, &parent, NULL));
+    CHECK(parent == b);
+    OK(clRetainMemObject(b));  /* the application holds it again */
+    size_t size = 0;
+    OK(clGetMemObjectInfo(b, CL_MEM_SIZE, sizeof size, &size, NULL));
+    CHECK(size == N);
+    OK(clReleaseMemObject(sub));
+    OK(clFinish(q));
+    for (int i = 0; i < 4; ++i) {
+        next[i] = make(ctx, CL_MEM_READ_WRITE, N, NULL);
+        CHECK(next[i] != b);
+        fill(q, next[i], 0x22, N);
+    }
+    OK(clEnqueueReadBuffer(q, b, CL_TRUE, 0, N, out, 0, NULL, NULL));
+    if (!all_bytes(out, N, 0x11)) fprintf(stderr, "retained parent: its bucket went to a new owner\n");
+    CHECK(all_bytes(out, N, 0x11));
+    for (int i = 0; i < 4; ++i) OK(clReleaseMemObject(next[i]));
+    OK(clReleaseMemObject(b));
+    OK(clFinish(q));
+
+    cl_bool images = CL_FALSE;
+    cl_device_id dev = NULL;
+    OK(clGetCommandQueueInfo(q, CL_QUEUE_DEVICE, sizeof dev, &dev, NULL));
+    OK(clGetDeviceInfo(dev, CL_DEVICE_IMAGE_SUPPORT, sizeof images, &images, NULL));
+    if (!images) return;
+    b = make(ctx, CL_MEM_READ_WRITE, N, NULL);
+    fill(q, b, 0x33, N);
+    sub = clCreateSubBuffer(b, CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION, &r, &err);
+    OK(err);
+    OK(clReleaseMemObject(b));
+    cl_image_format fmt = {CL_RGBA, CL_UNSIGNED_INT8};
+    cl_image_desc desc;
+    memset(&desc, 0, sizeof desc);
+    desc.image_type = CL_MEM_OBJECT_IMAGE1D_BUFFER;
+    desc.image_width = N / 4;
+    desc.buffer = b;
+    cl_mem image = clCreateImage(ctx, CL_MEM_READ_WRITE, &fmt, &desc, NULL, &err);
+    OK(err);
+    OK(clReleaseMemObject(sub));  /* the image still holds it */
+    OK(clFinish(q));
+    for (int i = 0; i < 4; ++i) {
+        next[i] = make(ctx, CL_MEM_READ_WRITE, N, NULL);
+        CHECK(next[i] != b);
+        fill(q, next[i], 0x44, N);
+    }
+    if (image) {
+        size_t origin[3] = {0, 0, 0}, region[3] = {N / 4, 1, 1};
+        OK(clEnqueueReadImage(q, image, CL_TRUE, origin, region, 0, 0, out, 0, NULL, NULL));
+        if (!all_bytes(out, N, 0x33)) fprintf(stderr, "image of a released parent: its bucket went to a new owner\n");
+        CHECK(all_bytes(out, N, 0x33));
+        OK(clReleaseMemObject(image));
+    }
+    for (int i = 0; i < 4; ++i) OK(clReleaseMemObject(next[i]));
+    OK(clFinish(q));
+}
+
 /* A cl_khr_command_buffer recording of a buffer keeps it alive (PoCL's
  * recordings retain it). Released by the application, the buffer must not go to a new
  * owner that the recording would then overwrite. */
@@ -258,6 +331,7 @@ int main(void) {
     test_image_keeps_its_buffer(ctx, q, "buffer");
     test_image_keeps_its_buffer(ctx, q, "properties");
     test_command_buffer_keeps_its_buffer(plat, dev, ctx, q);
+    test_sub_buffer_keeps_its_parent(ctx, q);
     test_sub_buffers_freed_promptly(ctx);
     test_callback_after_commands(ctx, q);
     test_callback_calls_back(ctx, q);  /* last: a wrong answer aborts the process */
