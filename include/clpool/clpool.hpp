@@ -1,11 +1,6 @@
-// clpool: pool allocators for OpenCL buffers and pinned host memory. The umbrella header: the pools,
-// their policies and backends, the registries, devices and runtime.
-//
-// Not included here, each reachable by its own header: the drop-in (<clpool/interop/dropin.hpp>,
-// which a CL-HPP application opts into and which defines the C pair under a macro of its own),
-// transfers (<clpool/interop/transfer.hpp>), PinnedAllocator (<clpool/interop/pinned_allocator.hpp>)
-// and shape interning (<clpool/shapes/shape_trie.hpp>, <clpool/shapes/shape_mirror.hpp>). Few
-// programs need them, and every translation unit that includes the umbrella would pay to read them.
+// clpool: pool allocators for OpenCL buffers and pinned host memory. The umbrella header: every
+// public part but the drop-in (<clpool/interop/dropin.hpp>), which a CL-HPP application opts into
+// by including it before <CL/opencl.hpp>, and which defines the C pair under a macro of its own.
 #pragma once
 
 #include <clpool/core/has_opencl.hpp>
@@ -35,13 +30,19 @@
 #include <clpool/devices/device_handle.hpp>
 #include <clpool/devices/device_list.hpp>
 #include <clpool/devices/selector.hpp>
+#include <clpool/shapes/shape_trie.hpp>
 
 // The OpenCL parts need OpenCL-CLHPP; define CLPOOL_NO_OPENCL to build
 // without them (the host backend alone).
 #ifdef CLPOOL_HAS_OPENCL
 #include <clpool/pools/opencl_pools.hpp>
 #include <clpool/pools/registry.hpp>
+#include <clpool/interop/pinned_allocator.hpp>
+#include <clpool/interop/transfer.hpp>
+#include <clpool/shapes/shape_mirror.hpp>
 #endif
 
 // clpool 0.1's spellings of these headers' types, deprecated (CHANGELOG.md, "Migrating from 0.1").
 #include <clpool/compat/deprecated_0_1.hpp>
+#include <clpool/compat/deprecated_0_1_interop.hpp>
+#include <clpool/compat/deprecated_0_1_shapes.hpp>

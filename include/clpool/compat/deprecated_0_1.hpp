@@ -2,9 +2,10 @@
 // a program written against 0.1 compiles, and each use warns with the name
 // that replaces it. CHANGELOG.md ("Migrating from 0.1") lists every change.
 // The umbrella <clpool/clpool.hpp> and each of 0.1's header paths (the
-// compat/ include root) include this header; the spellings of types outside
-// the umbrella are in deprecated_0_1_shapes.hpp and deprecated_0_1_interop.hpp,
-// which 0.1's paths of their headers include.
+// compat/ include root) include this header; the spellings of the shape and
+// PinnedAllocator types are in deprecated_0_1_shapes.hpp and
+// deprecated_0_1_interop.hpp, which the umbrella and 0.1's paths of their
+// headers include.
 #pragma once
 
 #include <clpool/core/backend.hpp>
