@@ -5,6 +5,7 @@
 #include <clpool/core/errors.hpp>
 #include <clpool/core/steady_clock.hpp>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <string>

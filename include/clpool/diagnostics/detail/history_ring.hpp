@@ -5,6 +5,7 @@
 #include <clpool/diagnostics/detail/call_sites.hpp>
 #include <clpool/diagnostics/detail/history_clock.hpp>
 #include <clpool/diagnostics/history.hpp>
+#include <clpool/platform/environment.hpp>
 
 #include <algorithm>
 #include <array>
@@ -500,31 +501,20 @@ private:
 
 // CLPOOL_HISTORY: a whole number of events, 0 (off) to max_history_events.
 inline std::size_t parse_history_events(std::string_view name, std::string_view text) {
-    const std::string s(text);
-    const auto first = s.find_first_not_of('0');  // leading zeros do not count towards the length
-    const std::size_t significant = first == std::string::npos ? 1 : s.size() - first;
-    const bool digits = !s.empty() && significant <= 9 && s.find_first_not_of("0123456789") == std::string::npos;
-    const std::size_t n = digits ? std::stoull(first == std::string::npos ? std::string("0") : s.substr(first)) : 0;
-    if (!digits || n > max_history_events)
-        throw config_error("clpool: " + std::string(name) + "='" + s +
-                           "' is not a whole number of events between 0 and " + std::to_string(max_history_events) +
-                           " (e.g. 100000; 0 turns the history off)");
-    return n;
+    return static_cast<std::size_t>(
+        env_count<config_error>(name, text, max_history_events, "events", "e.g. 100000; 0 turns the history off"));
 }
 
 // CLPOOL_HISTORY_STACKS: 0/1 (also false/true, off/on, no/yes).
 inline bool parse_history_stacks(std::string_view name, std::string_view text) {
-    for (auto t : {"1", "true", "on", "yes"})
-        if (text == t) return true;
-    for (auto f : {"0", "false", "off", "no"})
-        if (text == f) return false;
-    throw config_error("clpool: " + std::string(name) + "='" + std::string(text) + "' is not a boolean; use 0 or 1");
+    return env_bool<config_error>(name, text);
 }
 
 // What every pool records from its construction: CLPOOL_HISTORY and
 // CLPOOL_HISTORY_STACKS, read once per process. Throws config_error (from
 // every pool's constructor) if either is invalid. Read here, not through
-// runtime/config.hpp, because Pool (core) is its reader.
+// runtime/config.hpp, which is a layer above diagnostics; both parse with
+// platform/environment.hpp.
 inline history_config history_default() {
     struct setting {
         std::optional<history_config> value;
