@@ -1,4 +1,4 @@
-# A new user's first hour (issue 17): clpool installed, then the README quick start and one program
+# A new user's first hour: clpool installed, then the README quick start and one program
 # per guide (tests/first_hour/: an engine loop with transfers and release_after, a custom pool,
 # shapes, devices), each its own CMake project that knows only find_package(clpool), built and run
 # on the default OpenCL device (PoCL in CI).

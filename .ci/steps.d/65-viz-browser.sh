@@ -1,4 +1,4 @@
-# Issue 16: clpool-viz's report in a real browser. snapshot_demo writes a snapshot, clpool-viz
+# clpool-viz's report in a real browser. snapshot_demo writes a snapshot, clpool-viz
 # makes the report, headless Chromium (Debian's chromium, .ci/deps.d/viz.txt) renders it and
 # tests/tools/browser_check.py reads the DOM through the page's documented hooks: one drawn block
 # per buffer, one per segment block, the timeline's series and points and its bytes against the

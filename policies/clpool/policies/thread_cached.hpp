@@ -24,7 +24,7 @@ namespace clpool {
 //   keep a buffer there, and keeps that slot's reservation until it drains.
 //   In a capped pool a refused release first takes back every magazine's
 //   empty slots, and a miss first looks in other threads' magazines, so the
-//   hit rate stays that of one shared list (issue 17).
+//   hit rate stays that of one shared list.
 // - stats() locks every magazine and is a consistent snapshot; trim() empties
 //   every magazine; a thread's magazine goes back to the shared lists when the
 //   thread exits, and is freed with the pool when the pool goes first.

@@ -22,7 +22,7 @@
 
 namespace clpool::detail {
 
-// A release and ~Pool race for a block in use (issue 14, item 4). The release
+// A release and ~Pool race for a block in use. The release
 // (Pool::claim) reads the block's owner, marks it `releasing` with a plain
 // store, then reads the block's `pool_going` flag. ~Pool
 // (shared_lists::close) first sets `pool_going` on every block in use, then

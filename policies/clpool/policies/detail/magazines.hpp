@@ -160,7 +160,7 @@ struct alignas(64) magazine : magazine_base {
 // magazine slot is a slot reserved in the shared lists, so cached + pending +
 // every magazine's blocks never exceeds a cap.
 //
-// A capped pool (issue 17). A hit keeps its slot's reservation, so the next
+// A capped pool. A hit keeps its slot's reservation, so the next
 // release fills it without the stripe lock; but an empty slot then counts
 // against the caps as an idle buffer would, and buffers in use crowded idle
 // ones out of the cap (35% hits against 55% for SingleMutex at 256 KiB, one

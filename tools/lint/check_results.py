@@ -7,7 +7,7 @@ path or by a folder above it (docs/results/README.md, the folder's own guide, ex
 Also prints the share of the repository's tracked bytes that docs/results takes; the rule
 is at most 10%.
 
-usage: python3 docs/check_results.py   (from the repository root; exit status 1 on a problem)
+usage: python3 tools/lint/check_results.py   (from the repository root; exit status 1 on a problem)
 """
 import os
 import re
