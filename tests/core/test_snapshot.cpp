@@ -125,7 +125,7 @@ TEST_CASE("snapshot: the logical hand-out clock orders the last hand-outs") {
 TEST_CASE("snapshot: a buffer's uses count its hand-outs from the shared lists, the first included") {
     auto pool = make_pool<MockPool<PowerOfTwoBuckets, DeviceLocal, Unlimited, SingleMutex>>();
     pool->allocate(256).release();  // made: the first use
-    auto h = pool->allocate(256);   // a hit of the same buffer: the second
+    auto h = pool->allocate(256);  // a hit of the same buffer: the second
     const auto snap = pool->snapshot();
     REQUIRE(snap.buffers.size() == 1);
     CHECK(snap.buffers[0].uses == 2);

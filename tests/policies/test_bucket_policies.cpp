@@ -42,7 +42,8 @@ TEST_CASE("the fixed set is 1 KiB .. 256 MiB by fours, then powers of two") {
         below = b;
     }
     CHECK(rounded<FixedSetBuckets>(256 * MiB + 1) == 512 * MiB);
-    CHECK(rounded<FixedSetBuckets>(40'000'000) == 64 * MiB);  // 40 MB: the next size of the set, not the next power of two
+    CHECK(rounded<FixedSetBuckets>(40'000'000) ==
+          64 * MiB);  // 40 MB: the next size of the set, not the next power of two
     for (unsigned shift = 29; shift < 64; ++shift) {
         const std::size_t p = std::size_t{1} << shift;
         CAPTURE(shift);

@@ -123,8 +123,8 @@ cl_int enqueue_copy_image_to_buffer(cl_command_queue q, cl_mem src_image, cl_mem
 }
 
 cl_int enqueue_copy_buffer_to_image(cl_command_queue q, cl_mem src, cl_mem dst_image, size_t src_offset,
-                                    const size_t* dst_origin, const size_t* region, cl_uint nwait,
-                                    const cl_event* wait, cl_event* event) {
+                                    const size_t* dst_origin, const size_t* region, cl_uint nwait, const cl_event* wait,
+                                    cl_event* event) {
     core_scope guard;
     if (const size_t n = image_region_bytes(dst_image, region))
         if (cl_int e = check_range(src, src_offset, n)) return e;

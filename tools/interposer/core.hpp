@@ -78,8 +78,8 @@ cl_int enqueue_copy_image_to_buffer(cl_command_queue q, cl_mem src_image, cl_mem
                                     const size_t* region, size_t dst_offset, cl_uint nwait, const cl_event* wait,
                                     cl_event* event);
 cl_int enqueue_copy_buffer_to_image(cl_command_queue q, cl_mem src, cl_mem dst_image, size_t src_offset,
-                                    const size_t* dst_origin, const size_t* region, cl_uint nwait,
-                                    const cl_event* wait, cl_event* event);
+                                    const size_t* dst_origin, const size_t* region, cl_uint nwait, const cl_event* wait,
+                                    cl_event* event);
 
 // Extension lookups, passed on; asking for cl_khr_command_buffer makes the
 // core watch the driver's count of released buffers (a recording holds them).

@@ -185,7 +185,8 @@ template <class B>
 concept has_sub_allocation_members = requires { &B::allocate_held; } || requires { &B::release_empty; } || requires {
     &B::add_stats;
 } || requires { &B::add_segments; } || requires { &B::place_of; };
-// The bool flag older backends set; now BackendAbility::free_waits_for_events.
+// A bool member free_waits_for_events: refused, so that the ability is declared in one place
+// (BackendAbility::free_waits_for_events), not half as a flag.
 template <class B>
 concept has_free_waits_member = requires { B::free_waits_for_events; };
 }  // namespace detail

@@ -109,11 +109,11 @@ concept front_reclaim = requires(F& f, Lists& lists) {
 // settings and the gathering: Diag::config, Diag::events).
 template <class F, class Lists>
 concept front_history = !Lists::diagnostics::enabled ||
-    requires(F& f, const F& cf, Lists& lists, const typename Lists::diagnostics::config& cfg,
-             typename Lists::diagnostics::events& events) {
-        f.set_history(lists, cfg, apply_probe{});
-        cf.collect_history(events);
-    };
+                        requires(F& f, const F& cf, Lists& lists, const typename Lists::diagnostics::config& cfg,
+                                 typename Lists::diagnostics::events& events) {
+                            f.set_history(lists, cfg, apply_probe{});
+                            cf.collect_history(events);
+                        };
 template <class F, class Lists>
 concept has_history_members = Lists::diagnostics::enabled &&
     (requires(F& f, Lists& lists, const typename Lists::diagnostics::config& cfg) {
@@ -135,8 +135,9 @@ consteval bool diagnose_front() {
     static_assert(
         requires(F& f, Lists& lists, std::size_t n) {
             { f.take(lists, n, n, nullptr) } noexcept -> std::same_as<typename Lists::block_type*>;
-        }, "clpool: the front has no `block_type* take(Lists&, std::size_t index, std::size_t nbytes, const "
-           "site_type*) noexcept`");
+        },
+        "clpool: the front has no `block_type* take(Lists&, std::size_t index, std::size_t nbytes, const "
+        "site_type*) noexcept`");
     static_assert(
         requires(F& f, Lists& lists, typename Lists::block_type* b, std::size_t n) {
             { f.put(lists, b, n, nullptr) } noexcept -> std::same_as<bool>;
@@ -155,19 +156,22 @@ consteval bool diagnose_front() {
             { cf.stats(clists) } -> std::same_as<decltype(clists.snapshot())>;
         }, "clpool: the front has no `PoolStats stats(const Lists&) const`");
     if constexpr (front_declares<F, FrontAbility::inspect>)
-        static_assert(front_inspect<F, Lists>, "clpool: the front declares FrontAbility::inspect but has no "
-                                               "`inspect(const Lists&, f) const` returning f(stats, held)");
+        static_assert(front_inspect<F, Lists>,
+                      "clpool: the front declares FrontAbility::inspect but has no "
+                      "`inspect(const Lists&, f) const` returning f(stats, held)");
     else
-        static_assert(!front_inspect<F, Lists>, "clpool: the front has `inspect(lists, f)` but does not declare "
-                                                "FrontAbility::inspect in `abilities` (an undeclared member would "
-                                                "go unused)");
+        static_assert(!front_inspect<F, Lists>,
+                      "clpool: the front has `inspect(lists, f)` but does not declare "
+                      "FrontAbility::inspect in `abilities` (an undeclared member would "
+                      "go unused)");
     if constexpr (front_declares<F, FrontAbility::reclaim>)
         static_assert(front_reclaim<F, Lists>,
                       "clpool: the front declares FrontAbility::reclaim but has no `void reclaim(Lists&) noexcept`");
     else
-        static_assert(!front_reclaim<F, Lists>, "clpool: the front has `reclaim(lists)` but does not declare "
-                                                "FrontAbility::reclaim in `abilities` (an undeclared member would "
-                                                "go unused)");
+        static_assert(!front_reclaim<F, Lists>,
+                      "clpool: the front has `reclaim(lists)` but does not declare "
+                      "FrontAbility::reclaim in `abilities` (an undeclared member would "
+                      "go unused)");
     if constexpr (front_declares<F, FrontAbility::history>) {
         static_assert(front_declares<F, FrontAbility::inspect>,
                       "clpool: the front declares FrontAbility::history without FrontAbility::inspect (its rings "

@@ -141,14 +141,16 @@ public:
             return trim_rare();
         return trim_from(nullptr);
     }
-    // Same as trim(); the name the reference library used.
+    // Same as trim(): the name std containers and PyTorch's allocator use for emptying a cache.
     std::size_t clear() noexcept { return trim(); }
 
     // Records the pool's recent events, which snapshot() carries; with
     // CallSites::on where each was called from. Only with diagnostics:
     // Diag::record_history says what it records, costs and throws, and also
     // usage_error on a pool made before fork() in the parent (as allocate()).
-    void record_history(std::size_t events, CallSites sites = CallSites::off) requires Diag::enabled {
+    void record_history(std::size_t events, CallSites sites = CallSites::off)
+        requires(Diag::enabled)
+    {
         // A parent's pool in a fork child: its locks may be held by a thread not here.
         if (!detail::same_process(generation_)) detail::refuse_work(generation_, backend_.name());
         Diag::record_history(*this, events, sites);
@@ -168,7 +170,11 @@ public:
 
     // Every buffer the pool holds, and stats() read under the same locks (a
     // PoolSnapshot). Only with diagnostics: Diag::snapshot says what it holds and costs.
-    auto snapshot() const requires Diag::enabled { return Diag::snapshot(*this); }
+    auto snapshot() const
+        requires(Diag::enabled)
+    {
+        return Diag::snapshot(*this);
+    }
 
     // The bucket size a request of nbytes is served from (what allocate would
     // hold). Throws size_error as allocate does.
@@ -190,10 +196,8 @@ private:
         return detail::bucket_map<Buckets, lists_type::exact_large>::classify(nbytes, max_alloc_);
     }
 
-    // The paths: each a ladder, the front first, then the shared lists, then
-    // the driver. `where` is the call site (nullptr unless the diagnostics
-    // want it); each event is recorded, if at all, under the lock its path
-    // takes (shared_lists, the front).
+    // The paths: each a ladder (front, shared lists, driver). `where` is the call site, nullptr unless
+    // the diagnostics want it; an event is recorded under the lock its path takes anyway.
     [[gnu::always_inline]] handle allocate_from(std::size_t nbytes, const site_type* where) {
         const auto [index, bytes] = classify(nbytes);
         block_type* b = front_.take(lists_, index, nbytes, where);  // the front's own cache, if any
@@ -222,9 +226,8 @@ private:
         return freed;
     }
 
-    // The rare paths: a pool that refuses work, diagnostics that want the
-    // call site. It is taken first, outside every lock, from the caller of
-    // these (out of line: here() skips their frame; it adds none).
+    // The rare paths: a pool that refuses work, diagnostics that want the call site, taken first,
+    // outside every lock, from these functions' caller (out of line: here() skips their frame).
     [[gnu::noinline]] handle allocate_rare(std::size_t nbytes) {
         if (detail::process_word.load(std::memory_order_relaxed) != detail::alive_word(generation_))
             detail::refuse_work(generation_, backend_.name());
@@ -288,8 +291,7 @@ private:
     const MemoryKind kind_;
     const std::size_t max_alloc_;
     const std::uint32_t generation_ = detail::birth_generation();  // also installs the fork handler
-    // The diagnostics' own, read by every allocate and release next to the
-    // fields allocate reads anyway (wants_site()). Empty for NoDiagnostics.
+    // The diagnostics' own (wants_site(): read by every allocate and release). Empty for NoDiagnostics.
     [[no_unique_address]] typename Diag::pool_state diag_;
     lists_type lists_;
     [[no_unique_address]] front_type front_;

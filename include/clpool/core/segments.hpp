@@ -8,8 +8,8 @@
 namespace clpool {
 
 enum class BufferState : std::uint8_t {
-    in_use,   // handed out and not yet released
-    cached,   // idle, ready to hand out (a thread's magazine counts too)
+    in_use,  // handed out and not yet released
+    cached,  // idle, ready to hand out (a thread's magazine counts too)
     pending,  // released, waiting for its events
 };
 
@@ -28,7 +28,7 @@ constexpr const char* to_string(BufferState s) noexcept {
 struct SegmentBlock {
     std::size_t offset = 0;
     std::size_t bytes = 0;
-    bool free = false;                        // free space of the segment; state and buffer_id mean nothing then
+    bool free = false;  // free space of the segment; state and buffer_id mean nothing then
     BufferState state = BufferState::in_use;  // its buffer's state
     std::uintptr_t buffer_id = 0;  // its buffer's BufferInfo::id; 0 for a block no buffer of the pool lists
         // (being made or freed right now, or kept by a handle that outlived its pool)

@@ -410,8 +410,7 @@ private:
     using all_locked = detail::guard_all<mutex_type, Locks::stripes>;
 
     // A history event of block b in stripe si's ring (its lock held).
-    void note(std::size_t si, HistoryAction action, block_type& b, std::size_t nbytes,
-              const site_type* site) noexcept {
+    void note(std::size_t si, HistoryAction action, block_type& b, std::size_t nbytes, const site_type* site) noexcept {
         if (ring_type* ring = stripes_[si].history)
             ring->note_release(action, b, nbytes, b.bucket == exact_bucket, site);
     }

@@ -90,9 +90,7 @@ struct Diagnostics {
 
     // The calling thread's stack, from the caller of the function that calls
     // this outwards, less `skip` more frames. Inline: it adds no frame.
-    [[gnu::always_inline]] static void capture(site& s, unsigned skip) noexcept {
-        detail::capture_call_site(s, skip);
-    }
+    [[gnu::always_inline]] static void capture(site& s, unsigned skip) noexcept { detail::capture_call_site(s, skip); }
 
     // A new pool: CLPOOL_HISTORY, CLPOOL_HISTORY_STACKS.
     template <class Pool>

@@ -58,9 +58,10 @@ std::uint64_t env_gib(std::string_view name, std::string_view text) {
                          text.find_first_not_of("0123456789.") == std::string_view::npos &&
                          text.find('.') == text.rfind('.');
     double gib = std::nan("");
-    const char* const last = text.data() + text.size();
+    const char* const first = text.data();
+    const char* const last = first + text.size();
     const bool parsed = decimal && [&] {
-        const auto [end, ec] = std::from_chars(text.data(), last, gib, std::chars_format::fixed);
+        const auto [end, ec] = std::from_chars(first, last, gib, std::chars_format::fixed);
         return ec == std::errc{} && end == last;
     }();
     if (!parsed || !std::isfinite(gib) || gib < 0 || gib > 1024.0 * 1024.0)
@@ -76,8 +77,7 @@ std::string env_trimmed(std::string_view name, std::string_view text, std::strin
     const auto first = text.find_first_not_of(" \t");
     const auto last = text.find_last_not_of(" \t");
     if (first == std::string_view::npos)
-        throw Error("clpool: " + std::string(name) + "='" + std::string(text) + "' is empty; " +
-                    std::string(allowed));
+        throw Error("clpool: " + std::string(name) + "='" + std::string(text) + "' is empty; " + std::string(allowed));
     return std::string(text.substr(first, last - first + 1));
 }
 

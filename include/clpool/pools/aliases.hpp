@@ -32,7 +32,8 @@ using BasicPinnedBufferPool = Pool<PowerOfTwoBuckets, HostPinned, Unlimited, Sin
 // Long-running jobs: the fixed bucket set, integrated-aware flags, byte and
 // per-bucket caps (CLPOOL_MAX_CACHED_GB, 16 per bucket), one mutex.
 template <CheckedBackend B>
-using BasicPersistentBufferPool = Pool<FixedSetBuckets, IntegratedAware, EnvironmentCapped, SingleMutex, B, Diagnostics>;
+using BasicPersistentBufferPool =
+    Pool<FixedSetBuckets, IntegratedAware, EnvironmentCapped, SingleMutex, B, Diagnostics>;
 
 // Low-waste device memory: blocks carved from segments of B (SubAllocated,
 // docs/ARENA.md), fine size classes, keep everything, one mutex. The pool

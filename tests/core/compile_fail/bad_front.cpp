@@ -67,8 +67,8 @@ int main() {
                  clpool::Diagnostics>
         pool{clpool::HostBackend{}};
 #else
-    clpool::Pool<clpool::PowerOfTwoBuckets, clpool::DeviceLocal, clpool::Unlimited, BadLocks, clpool::HostBackend>
-        pool{clpool::HostBackend{}};
+    clpool::Pool<clpool::PowerOfTwoBuckets, clpool::DeviceLocal, clpool::Unlimited, BadLocks, clpool::HostBackend> pool{
+        clpool::HostBackend{}};
 #endif
     pool.allocate(1).release();
 }

@@ -25,7 +25,7 @@ template <class M, std::size_t N>
 class guard_all {
 public:
     template <class Get>
-    explicit guard_all(Get&& get) noexcept {
+    explicit guard_all(const Get& get) noexcept {
         for (std::size_t i = 0; i < N; ++i) {
             locks_[i] = &get(i);
             locks_[i]->lock();
