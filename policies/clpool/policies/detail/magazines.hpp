@@ -565,7 +565,7 @@ private:
 
     // Forgets magazines whose thread has exited (registry mutex held); keeps their history.
     void prune_registry() noexcept {
-        std::erase_if(registry_.mags, [this](magazine_base* b) {
+        std::erase_if(registry_.mags, [&](magazine_base* b) {
             if (!b->thread_exited.load(std::memory_order_acquire)) return false;
             if constexpr (recording)
                 retire(std::move(static_cast<mag_type*>(b)->history));  // its thread is gone: nothing writes it now
