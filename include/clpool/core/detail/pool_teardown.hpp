@@ -2,6 +2,7 @@
 #pragma once
 
 #include <clpool/platform/asymmetric_fence.hpp>
+#include <clpool/platform/nap.hpp>
 #include <clpool/platform/fork_locks.hpp>
 
 #include <cstddef>
@@ -11,13 +12,6 @@
 #include <pthread.h>
 #else
 #include <mutex>
-#endif
-
-#if defined(__unix__)
-#include <time.h>
-#else
-#include <chrono>
-#include <thread>
 #endif
 
 namespace clpool::detail {
@@ -114,14 +108,6 @@ private:
     static shared& state() noexcept {
         static shared* s = new shared();  // never destroyed: pools may die in static destructors
         return *s;
-    }
-    static void nap_us(long us) noexcept {
-#if defined(__unix__)
-        const timespec t{us / 1000000L, (us % 1000000L) * 1000L};
-        nanosleep(&t, nullptr);
-#else
-        std::this_thread::sleep_for(std::chrono::microseconds(us));
-#endif
     }
 };
 

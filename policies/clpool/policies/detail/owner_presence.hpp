@@ -2,16 +2,10 @@
 #pragma once
 
 #include <clpool/platform/asymmetric_fence.hpp>
+#include <clpool/platform/nap.hpp>
 
 #include <atomic>
 #include <cstdint>
-
-#if defined(__unix__)
-#include <time.h>
-#else
-#include <chrono>
-#include <thread>
-#endif
 
 namespace clpool::detail {
 
@@ -61,17 +55,6 @@ public:
     }
 
 private:
-    // A sleep, not a yield: the owner may be preempted on this very core.
-    // nanosleep where there is one, so that a lock's users do not read <chrono> and <thread>.
-    static void nap_us(long us) noexcept {
-#if defined(__unix__)
-        const timespec t{us / 1000000L, (us % 1000000L) * 1000L};
-        nanosleep(&t, nullptr);
-#else
-        std::this_thread::sleep_for(std::chrono::microseconds(us));
-#endif
-    }
-
     std::atomic<bool> inside_{false};
 };
 
