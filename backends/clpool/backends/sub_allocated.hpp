@@ -31,6 +31,9 @@ namespace clpool {
 //   b.sub_alignment()                   bytes every view's origin must be a multiple of
 //   b.sub_range(seg, offset, n)         a view of n bytes at offset: Allocation<sub_memory_type>, noexcept
 //   b.whole_range(mem, n)               a view of all of mem (the fallback): sub_memory_type, noexcept
+// and optionally
+//   B::views_are_free                   static constexpr bool: true when sub_range makes no driver call
+//                                       (an SVM pointer plus an offset): no view is kept idle or counted as made
 template <class B>
 concept SegmentBackend =
     Backend<B> && requires { typename B::sub_memory_type; } && std::movable<typename B::sub_memory_type> &&
@@ -81,6 +84,12 @@ template <SegmentBackend B>
 class SubAllocated;
 
 namespace detail {
+template <class B>
+constexpr bool views_are_free() noexcept {
+    if constexpr (requires { B::views_are_free; }) return B::views_are_free;
+    else return false;
+}
+
 // A segment's idle views: each kept, with the (offset, bytes) it covers,
 // after its block went back (a cl::Buffer sub-buffer keeps its driver object,
 // not device memory). Pairwise disjoint, and disjoint from every live block:
@@ -107,7 +116,8 @@ public:
 
     arena_shared(typename arena_type::options o, const ArenaOptions& given, std::uint32_t generation) noexcept
         : space(o), max_free_fraction(given.max_free_fraction), release_before_new_peak(given.release_before_new_peak),
-          empty_grace(given.empty_grace), cached_limit(given.cached_views), generation(generation) {}
+          empty_grace(given.empty_grace), cached_limit(views_are_free<B>() ? 0 : given.cached_views),
+          generation(generation) {}
 
     // Under space.mutex(), before r goes back (cached_limit > 0): keeps
     // `view` (of `bytes` at r's offset) with r's segment. The oldest view it
@@ -548,7 +558,7 @@ private:
     // back instead (no driver call); kept views it overlaps are released first.
     Allocation<memory_type> view_of(typename arena_type::range* r, std::size_t n, MemoryKind kind) noexcept {
         const std::size_t bytes = n == 0 ? 1 : n;
-        {
+        if (shared_->cached_limit != 0) {
             typename shared_type::view_type kept{};
             bool hit = false;
             {
@@ -559,7 +569,8 @@ private:
         }
         auto view = parent_.sub_range(r->seg->memory, r->offset, bytes);
         if (view.status == AllocStatus::ok) {
-            shared_->made.fetch_add(1, std::memory_order_relaxed);  // a failed call made none
+            if constexpr (!detail::views_are_free<B>())
+                shared_->made.fetch_add(1, std::memory_order_relaxed);  // a failed call made none
             return {memory_type(std::move(view.memory), shared_, r, bytes), AllocStatus::ok, 0};
         }
         {
