@@ -2,6 +2,7 @@
 #pragma once
 
 #include <clpool/platform/fork_locks.hpp>
+#include <clpool/platform/numa.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -14,6 +15,7 @@
 #include <mutex>
 #include <thread>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -92,6 +94,25 @@ public:
         static auto* w = new copy_workers;  // intentionally never deleted
         return *w;
     }
+
+    // The workers for copies to a device on NUMA node `node` (numa::placement), bound to the
+    // node's CPUs so the staging memory they write is the device's node's; instance() where
+    // node < 0 or cpus is empty (one node: nothing changes). One set per node, made on first
+    // use and never deleted. The calling thread still copies its share wherever it runs.
+    static copy_workers& for_node(int node, const std::vector<unsigned>& cpus) {
+        if (node < 0 || cpus.empty()) return instance();
+        static std::mutex m;
+        static auto* sets = new std::vector<std::pair<int, copy_workers*>>;  // intentionally never deleted
+        std::lock_guard lock(m);
+        for (const auto& [n, w] : *sets)
+            if (n == node) return *w;
+        auto* w = new copy_workers(cpus);
+        sets->emplace_back(node, w);
+        return *w;
+    }
+
+    // The CPUs this set's workers are bound to (empty: unbound).
+    const std::vector<unsigned>& cpus() const noexcept { return cpus_; }
 
     // Copies n bytes on up to `parts` threads, the calling thread among them.
     // `stream`: with non-temporal stores (stream_copy), for a destination a
@@ -183,7 +204,7 @@ private:
         return std::max(min_piece, (want + 4095) & ~std::size_t{4095});
     }
 
-    copy_workers() noexcept {
+    explicit copy_workers(std::vector<unsigned> cpus = {}) noexcept : cpus_(std::move(cpus)) {
         fork_locks::add(fork_rank::copy_workers,
                         {[](void* w) noexcept { static_cast<copy_workers*>(w)->mutex_.lock(); },
                          [](void* w) noexcept { static_cast<copy_workers*>(w)->mutex_.unlock(); },
@@ -209,11 +230,14 @@ private:
     // flight (one per device when several upload at once), one per core at most.
     void ensure_workers(std::size_t per_copy) noexcept {
         std::lock_guard lock(mutex_);
-        const std::size_t cores = std::max(1u, std::thread::hardware_concurrency());
+        const std::size_t cores = cpus_.empty() ? std::max(1u, std::thread::hardware_concurrency()) : cpus_.size();
         const std::size_t want = std::max(per_copy, std::min(per_copy * (jobs_.size() + 1), cores - 1));
         while (workers_ < want) {
             try {
-                std::thread([this] { run(); }).detach();
+                std::thread([this] {
+                    numa::bind_current_thread(cpus_);  // unbound where the kernel refuses
+                    run();
+                }).detach();
             } catch (...) {
                 return;  // fewer workers: the caller copies more itself
             }
@@ -278,6 +302,7 @@ private:
         }
     }
 
+    const std::vector<unsigned> cpus_;  // the node's CPUs the workers run on; empty: anywhere
     std::mutex mutex_;
     std::condition_variable cv_;
     std::vector<job*> jobs_;                      // posted copies (under mutex_)
