@@ -8,6 +8,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <bit>
 #include <atomic>
 #include <map>
 #include <cstddef>
@@ -573,4 +574,80 @@ TEST_CASE_TEMPLATE("history: buffers evicted and made again at the same address 
     }
     CAPTURE(misses.size());  // below 400 where addresses came back
     CHECK(misordered == 0);
+}
+
+// Block life numbers sit in the high 32 bits of a block's event count, so
+// after 2^32 blocks (the arena makes one per large allocation) they wrap to
+// 0: the process's 2^32-th block counts from 0 again. Within one tick, a
+// buffer made at a freed one's address must still order after it.
+TEST_CASE("history: a buffer made at a freed one's address orders after it when the block lives wrapped") {
+    using detail::history_slot;
+    using A = HistoryAction;
+    // next_block_life() is lives++ << 32: the last life before the wrap, and the first after it.
+    const std::uint64_t old_life = (std::uint64_t{1} << 32) - 1, new_life = std::uint64_t{1} << 32;
+    const std::uint64_t old_start = old_life << 32, new_start = new_life << 32;
+    CHECK(new_start == 0);  // what the counter's shift makes of it
+    auto ev = [](std::uint64_t thread, std::uint64_t thread_n, std::uintptr_t id, std::uint64_t k, A a) {
+        return history_slot{
+            5, (thread << detail::thread_order::count_bits) | thread_n, id, 64, 64, nullptr, a, false, false, k};
+    };
+    // Thread 1 frees and evicts the old buffer; thread 2 then gets a new one
+    // at its address and frees it; one tick, rings of threads that ran side
+    // by side (only the buffer chain orders thread 2's events after thread 1's).
+    const std::vector<history_slot> all{ev(2, 1, 7, new_start, A::alloc), ev(2, 2, 7, new_start + 1, A::free),
+                                        ev(1, 1, 7, old_start + 1, A::free), ev(1, 2, 7, old_start + 2, A::evict)};
+    const std::vector<std::size_t> ends{2, 4};
+    const auto order = detail::history_ring::merge_order(ends, {true, true},
+                                                         [&](std::size_t i) -> const history_slot& { return all[i]; });
+    CHECK(order == std::vector<std::size_t>{2, 3, 0, 1});
+}
+
+namespace {
+// Memory that is only a size: lets a pool hand out buffers past 2^48 bytes,
+// which a host or simulated backend accepts (their limit is about 2^63).
+struct HistorySizeOnly {
+    std::size_t bytes = 0;
+};
+struct HistoryHugeBackend {
+    using memory_type = HistorySizeOnly;
+    std::size_t max_alloc_size() const noexcept { return std::size_t{1} << 62; }
+    bool unified_memory() const noexcept { return true; }
+    const char* name() const noexcept { return "huge"; }
+    Allocation<HistorySizeOnly> allocate(std::size_t n, MemoryKind) noexcept {
+        return {HistorySizeOnly{n}, AllocStatus::ok, 0};
+    }
+};
+static_assert(Backend<HistoryHugeBackend>);
+}  // namespace
+
+TEST_CASE_TEMPLATE("history: requests of 2^48 bytes and more keep their size and their action", P,
+                   Pool<PowerOfTwoBuckets, DeviceLocal, Unlimited, SingleMutex, HistoryHugeBackend, Diagnostics>,
+                   Pool<PowerOfTwoBuckets, DeviceLocal, Unlimited, ThreadCached<4>, HistoryHugeBackend, Diagnostics>) {
+    P pool{HistoryHugeBackend{}};
+    const std::size_t huge = (std::size_t{1} << 50) + 3, at_limit = std::size_t{1} << 48;
+    for (const CallSites sites : {CallSites::off, CallSites::on}) {
+        CAPTURE(static_cast<int>(sites));
+        pool.record_history(100, sites);
+        auto a = pool.allocate(huge);
+        a.release();  // the staged path
+        auto b = pool.allocate(at_limit);
+        b.set_tag("tagged");
+        b.release();  // the tagged path
+        auto c = pool.allocate(huge);  // a hit
+        c.release();
+        const auto h = *pool.snapshot().history;
+        REQUIRE(h.events.size() == 6);
+        const std::vector<std::pair<HistoryAction, std::size_t>> want{
+            {HistoryAction::alloc, huge},    {HistoryAction::free, huge},  {HistoryAction::alloc, at_limit},
+            {HistoryAction::free, at_limit}, {HistoryAction::alloc, huge}, {HistoryAction::free, huge}};
+        for (std::size_t i = 0; i < want.size(); ++i) {
+            CAPTURE(i);
+            CHECK(to_string(h.events[i].action) == std::string(to_string(want[i].first)));
+            CHECK(h.events[i].bytes_requested == want[i].second);
+            CHECK(h.events[i].bytes_held == std::bit_ceil(want[i].second));
+        }
+        CHECK(h.events[4].hit);
+        CHECK(h.events[3].tag == "tagged");
+        pool.trim();
+    }
 }

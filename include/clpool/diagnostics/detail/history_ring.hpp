@@ -78,13 +78,13 @@ public:
     template <class Block>
     [[gnu::always_inline, gnu::returns_nonnull]] Block* note_alloc(Block& b, std::size_t nbytes, bool hit, bool exact,
                                                                    const call_site* site) noexcept {
-        return note_alloc_packed(b, packed_slot::pack_held(nbytes, HistoryAction::alloc, hit, exact), site);
+        return note_alloc_packed(b, nbytes, packed_slot::flags(HistoryAction::alloc, hit, exact, false), site);
     }
     // A buffer's release (free, pending) or eviction, with its holder's tag; returns &b.
     template <class Block>
     [[gnu::always_inline, gnu::returns_nonnull]] Block* note_release(HistoryAction action, Block& b, std::size_t nbytes,
                                                                      bool exact, const call_site* site) noexcept {
-        return note_release_packed(b, packed_slot::pack_held(nbytes, action, false, exact), site);
+        return note_release_packed(b, nbytes, packed_slot::flags(action, false, exact, false), site);
     }
 
     // One event, in full (trim, oom and the rare cases of the above).
@@ -103,10 +103,11 @@ public:
         const std::size_t kept = in_ring < room ? static_cast<std::size_t>(in_ring) : room;
         std::size_t i = (next_ + capacity_ - kept) % (capacity_ ? capacity_ : 1);
         for (std::size_t n = 0; n < kept; ++n) {
-            f(unpack(slots_[i], tags_ ? tags_[i] : nullptr), sites_ ? &sites_[i] : nullptr);
+            f(unpack(slots_[i], tags_ ? tags_[i] : nullptr, bigs_ ? &bigs_[i] : nullptr),
+              sites_ ? &sites_[i] : nullptr);
             if (++i == capacity_) i = 0;
         }
-        for (std::size_t k = 0; k < staged_; ++k) f(unpack(stage_[k], nullptr), nullptr);
+        for (std::size_t k = 0; k < staged_; ++k) f(unpack(stage_[k], nullptr, nullptr), nullptr);
     }
 
     std::uint64_t recorded() const noexcept { return stored() + lost_; }
@@ -203,8 +204,14 @@ private:
                   [&](std::size_t a, std::size_t b) { return slot(tick[a]).order < slot(tick[b]).order; });
         for (std::size_t x = 0; x + 1 < n; ++x)
             if (thread_of(by[x]) == thread_of(by[x + 1])) link(by[x], by[x + 1], 1);
-        auto buffer_key = [&](std::size_t j) { return std::pair(slot(tick[j]).id, slot(tick[j]).of_buffer); };
-        std::sort(by.begin(), by.end(), [&](std::size_t a, std::size_t b) { return buffer_key(a) < buffer_key(b); });
+        // By id, then by life and event count as serial numbers (RFC 1982):
+        // the lives wrap after 2^32 blocks (next_block_life), and a tick's
+        // events at one address are far fewer than 2^31 lives apart.
+        std::sort(by.begin(), by.end(), [&](std::size_t a, std::size_t b) {
+            const history_slot &x = slot(tick[a]), &y = slot(tick[b]);
+            if (x.id != y.id) return x.id < y.id;
+            return static_cast<std::int64_t>(x.of_buffer - y.of_buffer) < 0;
+        });
         for (std::size_t x = 0; x + 1 < n; ++x) {
             const std::uintptr_t id = slot(tick[by[x]]).id;
             if (id != 0 && id == slot(tick[by[x + 1]]).id) link(by[x], by[x + 1], 2);
@@ -232,22 +239,25 @@ private:
     }
 
     // The events out of line: the common one (try_record) and, in a sibling
-    // call, the rest. `packed`: the bytes requested and the flags (pack_held).
+    // call, the rest. `flags`: the event's (packed_slot::flags). A request of
+    // 2^48 bytes or more (a host or simulated backend takes up to about 2^63)
+    // does not fit the staged slot's word: it goes to the ring in full.
     // No test of stacks_ here: a ring with call sites has no stage, so
     // try_record sends every event to note_rare.
     template <class Block>
-    [[gnu::noinline, gnu::returns_nonnull]] Block* note_alloc_packed(Block& b, std::uint64_t packed,
+    [[gnu::noinline, gnu::returns_nonnull]] Block* note_alloc_packed(Block& b, std::size_t nbytes, std::uint64_t flags,
                                                                      const call_site* site) noexcept {
-        if (!try_record(b, packed)) [[unlikely]]
-            return note_rare(b, packed, nullptr, site);
+        if (nbytes > packed_slot::size_mask || !try_record(b, nbytes | flags)) [[unlikely]]
+            return note_rare(b, nbytes, flags, nullptr, site);
         return &b;
     }
     template <class Block>
-    [[gnu::noinline, gnu::returns_nonnull]] Block* note_release_packed(Block& b, std::uint64_t packed,
+    [[gnu::noinline, gnu::returns_nonnull]] Block* note_release_packed(Block& b, std::size_t nbytes,
+                                                                       std::uint64_t flags,
                                                                        const call_site* site) noexcept {
         const char* tag = b.current_tag();
-        if (tag || !try_record(b, packed)) [[unlikely]]
-            return note_rare(b, packed, tag, site);
+        if (tag || nbytes > packed_slot::size_mask || !try_record(b, nbytes | flags)) [[unlikely]]
+            return note_rare(b, nbytes, flags, tag, site);
         return &b;
     }
 
@@ -293,11 +303,11 @@ private:
 
     // An event in full, into the ring (a call site, a tag, a full stage, ...).
     template <class Block>
-    [[gnu::noinline]] Block* note_rare(Block& b, std::uint64_t packed, const char* tag,
+    [[gnu::noinline]] Block* note_rare(Block& b, std::size_t nbytes, std::uint64_t flags, const char* tag,
                                        const call_site* site) noexcept {
-        const auto action = packed_slot::action_of(packed);
-        record(action, packed_slot::hit_of(packed), reinterpret_cast<std::uintptr_t>(&b), b.diag.history_events++,
-               packed_slot::requested_of(packed), b.bucket_bytes, packed_slot::exact_of(packed), tag, site);
+        const auto action = packed_slot::action_of(flags);
+        record(action, packed_slot::hit_of(flags), reinterpret_cast<std::uintptr_t>(&b), b.diag.history_events++,
+               nbytes, b.bucket_bytes, packed_slot::exact_of(flags), tag, site);
         if (action == HistoryAction::alloc && site && stacks_) b.diag.keep_site(*site);
         return &b;
     }
@@ -309,8 +319,9 @@ private:
             return;
         }
         flush_stage();
+        const bool big = e.requested > packed_slot::size_mask && keep_big(e.requested);
         slots_[next_] = {e.t_ns, e.order,
-                         e.id,   packed_slot::pack(e.requested, e.action, e.hit, e.exact, e.tag != nullptr),
+                         e.id,   packed_slot::pack(e.requested, e.action, e.hit, e.exact, e.tag != nullptr, big),
                          e.held, e.of_buffer};
         if (e.tag) keep_tag(e.tag);
         if (sites_) keep_site(site);
@@ -332,7 +343,8 @@ private:
         std::size_t done = 0;
         while (done < staged_) {
             const std::size_t n = std::min(staged_ - done, capacity_ - next_);
-            std::memcpy(&slots_[next_], &stage_[done], n * sizeof(packed_slot));  // untagged: tags_ not read
+            std::memcpy(&slots_[next_], &stage_[done],
+                        n * sizeof(packed_slot));  // untagged, small: tags_, bigs_ not read
             done += n;
             advance(n);
         }
@@ -340,32 +352,31 @@ private:
     }
 
     // An event as stored: 48 bytes (store_slot writes them). The bytes
-    // requested and the flags share a word (sizes stay below 2^48: no device
-    // or host allocates more); the tag is kept apart, since few events have one.
+    // requested and the flags share a word: below 2^48 (no device allocates
+    // more) in it, larger ones (a host or simulated backend's) apart, as the
+    // tag is, since few events have one. Should there be no room for that,
+    // the size reads 2^48 - 1.
     struct packed_slot {
         static constexpr unsigned size_bits = 48;
         static constexpr std::uint64_t size_mask = (std::uint64_t{1} << size_bits) - 1;
-        static constexpr unsigned hit_bit = size_bits + 4, exact_bit = size_bits + 5, tag_bit = size_bits + 6;
+        static constexpr unsigned hit_bit = size_bits + 4, exact_bit = size_bits + 5, tag_bit = size_bits + 6,
+                                  big_bit = size_bits + 7;
 
         std::uint64_t t_ns;
         std::uint64_t order;
         std::uintptr_t id;
-        std::uint64_t requested_and_flags;  // requested | action << 48 | hit, exact, tagged
+        std::uint64_t requested_and_flags;  // requested | action << 48 | hit, exact, tagged, big (requested in bigs_)
         std::size_t held;
         std::uint64_t of_buffer;
 
-        static std::uint64_t pack(std::size_t requested, HistoryAction action, bool hit, bool exact,
-                                  bool tagged) noexcept {
-            return std::min<std::uint64_t>(requested, size_mask) | flags(action, hit, exact, tagged);
+        static std::uint64_t pack(std::size_t requested, HistoryAction action, bool hit, bool exact, bool tagged,
+                                  bool big) noexcept {
+            return (big ? 0 : std::min<std::uint64_t>(requested, size_mask)) | flags(action, hit, exact, tagged) |
+                   std::uint64_t{big} << big_bit;
         }
         static std::uint64_t flags(HistoryAction action, bool hit, bool exact, bool tagged) noexcept {
             return std::uint64_t{static_cast<std::uint8_t>(action)} << size_bits | std::uint64_t{hit} << hit_bit |
                    std::uint64_t{exact} << exact_bit | std::uint64_t{tagged} << tag_bit;
-        }
-        // A held buffer's event, untagged: no clamp, since a buffer holds its
-        // bytes, so fewer than 2^48.
-        static std::uint64_t pack_held(std::size_t requested, HistoryAction action, bool hit, bool exact) noexcept {
-            return requested | flags(action, hit, exact, false);
         }
         static std::size_t requested_of(std::uint64_t w) noexcept { return static_cast<std::size_t>(w & size_mask); }
         static HistoryAction action_of(std::uint64_t w) noexcept {
@@ -373,6 +384,7 @@ private:
         }
         static bool hit_of(std::uint64_t w) noexcept { return (w >> hit_bit) & 1; }
         static bool exact_of(std::uint64_t w) noexcept { return (w >> exact_bit) & 1; }
+        static bool big_of(std::uint64_t w) noexcept { return (w >> big_bit) & 1; }
     };
 
     // A slot's six words in three 16-byte stores where the target has them,
@@ -390,13 +402,14 @@ private:
 #endif
     }
 
-    // An event as read back; `tag` is its slot's in tags_ (nullptr if none are kept).
-    static history_slot unpack(const packed_slot& p, const char* tag) noexcept {
+    // An event as read back; `tag` and `big` are its slot's in tags_ and bigs_ (nullptr if none are kept).
+    static history_slot unpack(const packed_slot& p, const char* tag, const std::size_t* big) noexcept {
         history_slot s;
         s.t_ns = p.t_ns;
         s.order = p.order;
         s.id = p.id;
-        s.requested = packed_slot::requested_of(p.requested_and_flags);
+        s.requested =
+            packed_slot::big_of(p.requested_and_flags) && big ? *big : packed_slot::requested_of(p.requested_and_flags);
         s.held = p.held;
         s.action = packed_slot::action_of(p.requested_and_flags);
         s.hit = packed_slot::hit_of(p.requested_and_flags);
@@ -413,6 +426,14 @@ private:
         if (!tags_)
             tags_.reset(new (std::nothrow) const char*[capacity_]());  // null: an earlier slot whose tag was lost
         if (tags_) tags_[next_] = tag;
+    }
+
+    // The size of the event going into slot next_, 2^48 bytes or more; false
+    // if no room can be made for such sizes (the slot then keeps 2^48 - 1).
+    [[gnu::noinline]] bool keep_big(std::size_t requested) noexcept {
+        if (!bigs_) bigs_.reset(new (std::nothrow) std::size_t[capacity_]());
+        if (bigs_) bigs_[next_] = requested;
+        return bigs_ != nullptr;
     }
 
     void keep_site(const call_site* site) noexcept {
@@ -434,6 +455,7 @@ private:
     std::unique_ptr<packed_slot[]> slots_;
     std::unique_ptr<call_site[]> sites_;
     std::unique_ptr<const char*[]> tags_;  // made on the first tagged event
+    std::unique_ptr<std::size_t[]> bigs_;  // made on the first request of 2^48 bytes or more
     std::size_t capacity_;
     std::size_t next_ = 0;  // the slot the next event from the stage fills
     std::uintptr_t flush_to_ = 0;  // &slots_[next_], kept for the common event's prefetch
