@@ -2,9 +2,13 @@
 #include <nlohmann/json.hpp>
 
 #include <clpool/clpool.hpp>
+#ifdef CLPOOL_HAS_OPENCL
+#include <clpool/platform/numa_opencl.hpp>
+#endif
 
 #include <cstring>
 #include <iostream>
+#include <map>
 #include <new>
 #include <string>
 #include <vector>
@@ -168,6 +172,64 @@ Measurements measure_opencl(cl_device_id device, std::size_t bytes, std::size_t 
 }
 #endif
 
+#ifdef CLPOOL_HAS_OPENCL
+// What NVIDIA's OpenCL did with several GPUs in one context (docs/DEVICES.md, "Several devices"):
+// bench_multi_device, pinned host-to-device copies of 256 MiB to each GPU at once, two H200s,
+// one run. Its four-H200 run agreed: one shared context stayed flat, per-device ones scaled 3.28x.
+struct ScalingFigure {
+    const char* layout;
+    double one_gpu, two_gpus;  // GB/s
+};
+constexpr ScalingFigure shared_context{"one context over both GPUs", 55.3, 54.0};
+constexpr ScalingFigure per_device_contexts{"one context per device", 55.2, 105.8};
+
+// Platforms with several devices: a program may put them all in one context (what most engines
+// and the OpenCL samples do), and on NVIDIA's driver that serializes their transfers. Says so
+// with the numbers, after checking that such a context can be made here. Never throws for a
+// driver error (the context is only tried).
+void several_devices(const std::vector<tools::DeviceFacts>& devices, std::ostream& os, nlohmann::json& j) {
+    std::map<std::size_t, std::vector<const tools::DeviceFacts*>> by_platform;
+    for (const auto& d : devices) by_platform[d.platform_index].push_back(&d);
+    j["several_devices"] = nlohmann::json::array();
+    for (const auto& [platform, devs] : by_platform) {
+        if (devs.size() < 2) continue;
+        std::vector<cl_device_id> ids;
+        for (const auto* d : devs) ids.push_back(d->id);
+        cl_int err = CL_SUCCESS;
+        cl_context ctx = clCreateContext(nullptr, static_cast<cl_uint>(ids.size()), ids.data(), nullptr, nullptr, &err);
+        cl_uint spans = 0;
+        if (ctx) {
+            clGetContextInfo(ctx, CL_CONTEXT_NUM_DEVICES, sizeof spans, &spans, nullptr);
+            clReleaseContext(ctx);
+        }
+        const std::string made = ctx ? "one context over its " + std::to_string(spans) + " devices can be made"
+                                     : "one context over its " + std::to_string(ids.size()) +
+                                           " devices could not be made here (clCreateContext: " + std::to_string(err) +
+                                           ")";
+        auto line = [](const ScalingFigure& f) {
+            return std::string(f.layout) + ": " + fixed(f.one_gpu, 1) + " -> " + fixed(f.two_gpus, 1) + " GB/s (" +
+                   fixed(f.two_gpus / f.one_gpu, 2) + "x one GPU)";
+        };
+        os << "\nseveral devices on platform " << platform << " (" << devs.front()->platform << "): " << made
+           << ",\n  but transfers to the devices of one context do not scale on NVIDIA's driver: for transfer "
+              "scaling\n  one context per device is needed. Pinned host -> device, 256 MiB to each of 2 H200s "
+              "at once:\n    "
+           << line(shared_context) << "\n    " << line(per_device_contexts)
+           << "\n  clpool::select_device(\"P:D\") gives each device a context and queue of its own "
+              "(docs/DEVICES.md,\n  \"Several devices\"); other drivers were not measured.\n";
+        j["several_devices"].push_back(
+            {{"platform_index", platform},
+             {"platform", devs.front()->platform},
+             {"devices", ids.size()},
+             {"one_context_spans", spans},
+             {"advice", "one context per device is needed for transfer scaling on NVIDIA's driver"},
+             {"measured_gbps",
+              {{"one_context_over_2_gpus", {shared_context.one_gpu, shared_context.two_gpus}},
+               {"one_context_per_device", {per_device_contexts.one_gpu, per_device_contexts.two_gpus}}}}});
+    }
+}
+#endif
+
 std::string ms(double s) { return s < 1e-4 ? fixed(s * 1e6, 2) + " us" : fixed(s * 1e3, 3) + " ms"; }
 
 }  // namespace
@@ -213,18 +275,24 @@ int main(int argc, char** argv) {
             os << "OpenCL: no platform found (no ICD installed?); the host backend will be measured\n";
         } else {
             os << "OpenCL devices:\n";
-            Table t({"P:D", "platform", "device", "type", "unified", "fp16", "max alloc", "align", "global mem"});
+            Table t({"P:D", "platform", "device", "type", "unified", "fp16", "max alloc", "align", "global mem",
+                     "NUMA node"});
             for (const auto& d : devices) {
                 const std::string id = std::to_string(d.platform_index) + ":" + std::to_string(d.device_index);
+                // Where its staging memory and copy threads belong: "-" on one node or off PCI.
+                const numa::placement& place = numa::placement_of(d.id);
                 t.add({id, d.platform, d.name, d.type, d.unified ? "yes" : "no", d.fp16 ? "yes" : "no",
                        format_bytes(static_cast<double>(d.max_alloc)), std::to_string(d.align_bytes) + " B",
-                       format_bytes(static_cast<double>(d.global_mem))});
+                       format_bytes(static_cast<double>(d.global_mem)),
+                       place.node < 0 ? "-" : std::to_string(place.node)});
                 j["devices"].push_back({{"id", id}, {"platform", d.platform}, {"name", d.name}, {"type", d.type},
                                         {"index", d.index}, {"unified_memory", d.unified}, {"fp16", d.fp16},
                                         {"max_alloc_bytes", d.max_alloc}, {"base_align_bytes", d.align_bytes},
-                                        {"global_mem_bytes", d.global_mem}});
+                                        {"global_mem_bytes", d.global_mem}, {"numa_node", place.node},
+                                        {"numa", place.why}});
             }
             t.print(os);
+            several_devices(devices, os, j);
         }
 #endif
         const DeviceChoice choice = choose_device(device_spec(device), devices);

@@ -104,6 +104,17 @@ if(CLPOOL_WITH_OPENCL)
     FILES ${o}/info.json "\"pinned_write_gbps\": [0-9]")
   clpool_tool_test(info.too_big RC 2 COMMAND ${info} --device 0:0 --size 1TiB
     STDERR "above the device's maximum allocation")
+  # A platform with two devices (PoCL's two CPU devices), which a program may put in one context:
+  # the listing says one context per device is needed for transfer scaling, with NVIDIA's numbers.
+  # With one device it says nothing of the kind.
+  clpool_tool_test(info.several_devices ENV "POCL_DEVICES=pthread pthread" COMMAND ${info} --list
+    --json ${o}/info-several.json
+    STDOUT "several devices on platform 0 \\(Portable Computing Language\\): one context over its 2 devices can be made"
+    "one context per device is needed" "one context over both GPUs: 55\\.3 -> 54\\.0 GB/s \\(0\\.98x one GPU\\)"
+    "one context per device: 55\\.2 -> 105\\.8 GB/s \\(1\\.92x one GPU\\)" "docs/DEVICES\\.md"
+    FILES ${o}/info-several.json "\"one_context_spans\": 2")
+  clpool_tool_test(info.one_device ENV POCL_DEVICES=pthread COMMAND ${info} --list --json ${o}/info-one.json
+    FILES ${o}/info-one.json "\"several_devices\": \\[\\]")
 else()
   clpool_tool_test(info.no_opencl COMMAND ${info} --list STDOUT "not built in" "chosen: host backend")
 endif()
