@@ -77,11 +77,18 @@ public:
     // No events (host memory is never used by queued work), nothing to abandon.
     static constexpr BackendAbilities abilities = BackendAbility::none;
 
-    // alignment: a power of two (default 4096, a page, as OpenCL drivers align
-    // host-pinned memory). max_alloc: the largest allocation to accept.
-    explicit HostBackend(std::size_t alignment = 4096,
+    // Whole allocations aligned to 4096 bytes (a page, as OpenCL drivers align
+    // host-pinned memory); blocks that SubAllocated carves from them at the
+    // arena's granularity (ArenaOptions::granularity, 512 by default), as an
+    // OpenCL device's sub-buffers are.
+    HostBackend() noexcept : alignment_(4096), sub_alignment_(alignof(std::max_align_t)) {}
+    // Every buffer aligned to `alignment` (a power of two), whole allocations
+    // and carved blocks alike: under SubAllocated the granularity is at least
+    // `alignment` (and an alignment that is not a power of two is a
+    // config_error there). max_alloc: the largest allocation to accept.
+    explicit HostBackend(std::size_t alignment,
                          std::size_t max_alloc = std::numeric_limits<std::size_t>::max() / 2) noexcept
-        : alignment_(alignment), max_alloc_(max_alloc) {}
+        : alignment_(alignment), sub_alignment_(alignment), max_alloc_(max_alloc) {}
 
     std::size_t max_alloc_size() const noexcept { return max_alloc_; }
     bool unified_memory() const noexcept { return true; }
@@ -98,9 +105,9 @@ public:
         return {HostMemory{static_cast<std::byte*>(p), n, alignment_}, AllocStatus::ok, 0};
     }
 
-    // For SubAllocated: host memory needs no alignment of a block's origin
-    // beyond what any object needs.
-    std::size_t sub_alignment() const noexcept { return alignof(std::max_align_t); }
+    // For SubAllocated: the alignment asked for at construction; with none
+    // asked, what any object needs (the arena's granularity then decides).
+    std::size_t sub_alignment() const noexcept { return sub_alignment_; }
     static Allocation<HostRange> sub_range(const HostMemory& segment, std::size_t offset, std::size_t n) noexcept {
         return {HostRange(segment.data() + offset, n), AllocStatus::ok, 0};
     }
@@ -109,7 +116,8 @@ public:
 private:
     static constexpr std::size_t page_size = 4096;
     std::size_t alignment_;
-    std::size_t max_alloc_;
+    std::size_t sub_alignment_;
+    std::size_t max_alloc_ = std::numeric_limits<std::size_t>::max() / 2;
 };
 
 static_assert(Backend<HostBackend>);
