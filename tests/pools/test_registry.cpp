@@ -19,9 +19,11 @@
 #include "rerun_self.hpp"
 #include "sanitizers.hpp"
 
+#include <clpool/interop/transfer.hpp>
 #include <clpool/pools/process_snapshot.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -96,6 +98,79 @@ TEST_CASE("registry: a pool constructor that throws leaves the registry usable (
     CHECK(test::rerun_self("CLPOOL_MAX_CACHED_GB=12x", "registry child: a pool whose construction throws*") == 0);
 }
 
+// Every queue passed to get_*_pool, or to upload/download above the direct size, is registered
+// (retained, finished at exit). A program whose tasks make and release queues must not keep every
+// one alive: once the application released a queue and nothing is pending on it, the registry lets
+// it go, so the queues it holds, and the queues each registration looks at, stay bounded.
+TEST_CASE("registry: queues the application released are let go; over ten thousand queues the registry stays small") {
+    auto& env = test::OpenCLEnv::get();
+    (void)get_buffer_pool(env.queue);
+    auto& reg = detail::queue_registry::instance();
+    const std::size_t before = reg.queues().size();
+    const std::size_t examined_before = reg.examined();
+    std::size_t most = 0;
+    std::vector<char> host(std::size_t{512} << 10, 'x');  // above upload's direct size
+    auto dev = get_buffer_pool(env.queue).allocate(host.size());
+    constexpr int n = 10000;
+    for (int i = 0; i < n; ++i) {
+        cl_int err = CL_SUCCESS;
+        cl::CommandQueue q(clCreateCommandQueue(env.context(), env.device(), 0, &err), false);
+        REQUIRE(err == CL_SUCCESS);
+        if (i % 10 == 0) {
+            upload(q, dev.buffer(), 0, host.data(), host.size()).wait();
+        } else {
+            auto h = get_buffer_pool(q).allocate(4096);
+            h.release();
+        }
+        most = std::max(most, reg.queues().size());
+    }  // each queue released by the application here, nothing pending on it
+    // A released queue goes once its marker has run, so a few hundred may wait for the device at a
+    // time (how many depends on its speed), never the ten thousand.
+    CHECK(most <= before + 2048);
+    // Each registration looks at a bounded number of queues, amortised (not at all those before it).
+    CHECK(reg.examined() - examined_before <= 4 * std::size_t{n});
+    // Once the device has run the markers, only the queues still in use remain.
+    for (int i = 0; i < 500 && reg.queues().size() > before; ++i) {
+        reg.prune();
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    CHECK(reg.queues().size() <= before);
+}
+
+// A queue the application released while a command on it still waits is kept (exit finishes it),
+// and let go once that command is done.
+TEST_CASE("registry: a released queue with a command still pending stays registered until it completes") {
+    auto& env = test::OpenCLEnv::get();
+    auto& reg = detail::queue_registry::instance();
+    cl_int err = CL_SUCCESS;
+    cl_event gate = clCreateUserEvent(env.context(), &err);
+    REQUIRE(err == CL_SUCCESS);
+    cl_command_queue raw = nullptr;
+    {
+        cl::CommandQueue q(clCreateCommandQueue(env.context(), env.device(), 0, &err), false);
+        REQUIRE(err == CL_SUCCESS);
+        raw = q();
+        (void)get_buffer_pool(q);
+        REQUIRE(clEnqueueMarkerWithWaitList(q(), 1, &gate, nullptr) == CL_SUCCESS);
+        REQUIRE(clFlush(q()) == CL_SUCCESS);
+    }  // the application's reference goes; the marker waits on `gate`
+    const auto registered = [&] {
+        const auto qs = reg.queues();
+        return std::find(qs.begin(), qs.end(), raw) != qs.end();
+    };
+    for (int i = 0; i < 4; ++i) {
+        reg.prune();
+        CHECK(registered());
+    }
+    REQUIRE(clSetUserEventStatus(gate, CL_COMPLETE) == CL_SUCCESS);
+    clReleaseEvent(gate);
+    for (int i = 0; i < 500 && registered(); ++i) {  // until the device has run the marker
+        reg.prune();
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    CHECK_FALSE(registered());
+}
+
 // Only where operator new is the tests' own, which can fail on demand (sanitizers.hpp).
 #if CLPOOL_TEST_COUNTS_NEW
 namespace {
@@ -115,7 +190,7 @@ TEST_CASE("registry: a queue whose exit registration failed out of memory is reg
     cl_command_queue failed = nullptr;
     // The registry's vector grows now and then (at powers of two): a queue whose push_back needs
     // room, with that allocation failing (the first or the second of get()'s allocations).
-    for (int i = 0; i < 64 && !failed; ++i) {
+    for (int i = 0; i < 4096 && !failed; ++i) {
         cl_int err = CL_SUCCESS;
         queues.push_back(
             std::make_unique<cl::CommandQueue>(clCreateCommandQueue(env.context(), env.device(), 0, &err), false));

@@ -12,7 +12,6 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -69,10 +68,11 @@ public:
             it = pools_.emplace(std::pair{ctx, device}, std::make_unique<PoolT>(typename PoolT::backend_type(queue)))
                      .first;
         auto& slot = it->second;
-        // The queue is finished at exit and by shutdown(); registered once.
-        // Seen only once registered: a registration that found no host
-        // memory is tried again by the next get with this queue.
-        if (!seen_queues_.contains(queue()) && queue_registry::instance().add(queue())) seen_queues_.insert(queue());
+        // The queue is finished at exit and by shutdown(). Asked every time,
+        // never remembered here: the registry lets a queue go once the
+        // application released it, and a new queue may then get its address.
+        // A registration that found no host memory is tried again next time.
+        queue_registry::instance().add(queue());
         return *slot;
     }
 
@@ -116,11 +116,6 @@ public:
             for (auto it = pools_.lower_bound({ctx, nullptr}); it != pools_.end() && it->first.first == ctx;)
                 doomed.insert(pools_.extract(it++));
             if (doomed.empty()) return false;
-            for (auto q = seen_queues_.begin(); q != seen_queues_.end();) {
-                cl_context qctx = nullptr;
-                clGetCommandQueueInfo(*q, CL_QUEUE_CONTEXT, sizeof qctx, &qctx, nullptr);
-                q = qctx == ctx ? seen_queues_.erase(q) : std::next(q);
-            }
         }
         return true;
     }
@@ -148,7 +143,6 @@ private:
     mutable std::mutex mutex_;
     // Ordered by context first, so drop() finds a context's pools side by side.
     std::map<std::pair<cl_context, cl_device_id>, std::unique_ptr<PoolT>> pools_;
-    std::set<cl_command_queue> seen_queues_;  // registered with queue_registry (which retains them)
 };
 
 }  // namespace detail

@@ -34,10 +34,12 @@ inline std::chrono::milliseconds exit_wait() noexcept {
     return std::chrono::milliseconds(5000);
 }
 
-// Holds one reference to each registered queue for the life of the process
-// (or until its context's pools are released). Never destroyed, so no OpenCL
-// call runs from a static destructor; a fork child gets a fresh, empty one
-// and never touches the parent's queues.
+// Holds one reference to each registered queue until its context's pools are
+// released, or until the application has released the queue and nothing is
+// pending on it (prune(), run by add() as the list grows): a program that
+// makes and drops queues keeps only those still in use. Never destroyed, so
+// no OpenCL call runs from a static destructor; a fork child gets a fresh,
+// empty one and never touches the parent's queues.
 class queue_registry {
 public:
     // The registry of this process (fork generation). Thread-safe.
@@ -66,9 +68,17 @@ public:
         static const bool registered = std::atexit(&finish_at_exit) == 0;
         (void)registered;
         std::lock_guard lock(mutex_);
-        if (std::find(queues_.begin(), queues_.end(), q) != queues_.end()) return true;
+        if (std::find_if(queues_.begin(), queues_.end(), [q](const entry& e) { return e.queue == q; }) != queues_.end())
+            return true;
+        // Each prune walks the list once and the next waits until it has
+        // doubled: the walks cost O(1) per registration, amortised, and the
+        // list stays within twice the queues still in use (plus a floor).
+        if (queues_.size() >= prune_at_) {
+            prune_locked();
+            prune_at_ = std::max(min_prune_at, 2 * queues_.size());
+        }
         try {
-            queues_.push_back(q);
+            queues_.push_back({q, nullptr});
         } catch (...) {
             return false;
         }
@@ -76,17 +86,36 @@ public:
         return true;
     }
 
+    // Lets go of every registered queue that only this registry still holds
+    // (the application released it) and that has nothing pending: the first
+    // prune that finds it alone enqueues a marker, a later one that finds the
+    // marker complete releases it. A queue still busy stays. Returns the
+    // number let go. Never throws.
+    std::size_t prune() noexcept {
+        std::lock_guard lock(mutex_);
+        return prune_locked();
+    }
+
+    // Queues looked at by prunes so far, in all (the work registration does
+    // beyond its own queue), and queues let go. Thread-safe.
+    std::size_t examined() const noexcept { return examined_.load(std::memory_order_relaxed); }
+    std::size_t let_go() const noexcept { return let_go_.load(std::memory_order_relaxed); }
+
     // Releases the registered queues of ctx (their context is going away).
     void forget(cl_context ctx) noexcept {
         std::vector<cl_command_queue> doomed;
         {
             std::lock_guard lock(mutex_);
             auto it = std::stable_partition(queues_.begin(), queues_.end(),
-                                            [&](cl_command_queue q) { return context_of(q) != ctx; });
+                                            [&](const entry& e) { return context_of(e.queue) != ctx; });
             try {
-                doomed.assign(it, queues_.end());
+                doomed.reserve(static_cast<std::size_t>(queues_.end() - it));
             } catch (...) {
                 return;  // keep them registered: a leak, never a dangling queue
+            }
+            for (auto e = it; e != queues_.end(); ++e) {
+                doomed.push_back(e->queue);
+                if (e->marker) clReleaseEvent(e->marker);
             }
             queues_.erase(it, queues_.end());
         }
@@ -142,14 +171,19 @@ public:
     // A copy of the registered queues (not retained). Thread-safe.
     std::vector<cl_command_queue> queues() const {
         std::lock_guard lock(mutex_);
-        return queues_;
+        std::vector<cl_command_queue> qs;
+        qs.reserve(queues_.size());
+        for (const auto& e : queues_) qs.push_back(e.queue);
+        return qs;
     }
 
     // A copy of the registered queues, each retained for the caller, who
     // releases them: release_pools may forget one meanwhile. Throws bad_alloc.
     std::vector<cl_command_queue> retained() const {
         std::lock_guard lock(mutex_);
-        std::vector<cl_command_queue> qs = queues_;
+        std::vector<cl_command_queue> qs;
+        qs.reserve(queues_.size());
+        for (const auto& e : queues_) qs.push_back(e.queue);
         for (auto q : qs) clRetainCommandQueue(q);
         return qs;
     }
@@ -177,6 +211,58 @@ private:
         }
     }
 
+    static constexpr std::size_t min_prune_at = 64;
+
+    // A registered queue, and the marker a prune left on it once only the
+    // registry held it (a marker just enqueued is rarely complete at once).
+    struct entry {
+        cl_command_queue queue;
+        cl_event marker;
+    };
+
+    // prune() under the lock: the reference count is read where no other
+    // thread of this registry can take one (retained() copies under it), and
+    // a queue only the registry holds can gain no reference but through it,
+    // so once seen alone it stays the registry's alone. The driver calls
+    // (queries, and a marker per candidate) never wait.
+    std::size_t prune_locked() noexcept {
+        examined_.fetch_add(queues_.size(), std::memory_order_relaxed);
+        std::size_t out = 0;
+        for (std::size_t in = 0; in < queues_.size(); ++in) {
+            entry& e = queues_[in];
+            if (!let_go_of(e)) queues_[out++] = e;
+        }
+        const std::size_t n = queues_.size() - out;
+        queues_.resize(out);
+        let_go_.fetch_add(n, std::memory_order_relaxed);
+        return n;
+    }
+
+    // Whether e's queue was let go (released, with its marker).
+    static bool let_go_of(entry& e) noexcept {
+        if (!e.marker) {
+            cl_uint refs = 0;
+            if (clGetCommandQueueInfo(e.queue, CL_QUEUE_REFERENCE_COUNT, sizeof refs, &refs, nullptr) != CL_SUCCESS ||
+                refs != 1)
+                return false;  // still the application's (or the query failed: keep it)
+            // Everything queued so far, in order or not, comes before it.
+            if (clEnqueueMarkerWithWaitList(e.queue, 0, nullptr, &e.marker) != CL_SUCCESS) {
+                e.marker = nullptr;
+                return false;
+            }
+            clFlush(e.queue);  // submitted: an idle queue's marker may be done at once, else by a later prune
+        }
+        cl_int status = CL_QUEUED;
+        if (clGetEventInfo(e.marker, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, nullptr) !=
+                CL_SUCCESS ||
+            status > CL_COMPLETE)
+            return false;  // still pending: looked at again next time
+        // Complete, or failed (negative): nothing of it runs any more.
+        clReleaseEvent(e.marker);
+        clReleaseCommandQueue(e.queue);  // the last reference: the queue goes
+        return true;
+    }
+
     static cl_context context_of(cl_command_queue q) noexcept {
         cl_context ctx = nullptr;
         clGetCommandQueueInfo(q, CL_QUEUE_CONTEXT, sizeof ctx, &ctx, nullptr);
@@ -193,7 +279,9 @@ private:
 
     const std::uint32_t generation_;
     mutable std::mutex mutex_;
-    std::vector<cl_command_queue> queues_;
+    std::vector<entry> queues_;
+    std::size_t prune_at_ = min_prune_at;  // the list's size at which add() prunes next
+    std::atomic<std::size_t> examined_{0}, let_go_{0};
 };
 
 }  // namespace clpool::detail
