@@ -39,6 +39,7 @@
 #include <clpool/pools/registry.hpp>
 #include <clpool/interop/pinned_allocator.hpp>
 #include <clpool/interop/transfer.hpp>
+#include <clpool/interop/svm.hpp>
 #include <clpool/shapes/shape_mirror.hpp>
 #endif
 

@@ -8,6 +8,8 @@
 #include <clpool/pools/registry.hpp>
 #include <clpool/interop/detail/parallel_copy.hpp>
 #include <clpool/backends/pinned_ranges.hpp>
+#include <clpool/backends/svm.hpp>
+#include <clpool/platform/opencl_svm.hpp>
 
 #include <algorithm>
 #include <array>
@@ -110,16 +112,38 @@ inline cl_context queue_context(const cl::CommandQueue& q) {
     return ctx;
 }
 
-// A transfer that stays on the caller's queue: one enqueueWrite/ReadBuffer.
-inline cl::Event direct(const cl::CommandQueue& q, bool write, const cl::Buffer& dev, std::size_t off, void* host,
+// Where a transfer's device bytes are: a cl_mem at base + offset, or an SVM
+// pointer (base + offset bytes from it).
+struct device_range {
+    cl_mem buffer = nullptr;
+    char* svm = nullptr;
+    std::size_t base = 0;
+};
+
+// One copy between host memory and the device range at `off`:
+// clEnqueueWrite/ReadBuffer, or clEnqueueSVMMemcpy for SVM.
+inline cl_int enqueue_copy(cl_command_queue q, bool write, const device_range& dev, std::size_t off, void* host,
+                           std::size_t n, cl_bool blocking, cl_uint waits, const cl_event* wait_list, cl_event* ev) {
+    const std::size_t at = dev.base + off;
+    if (dev.svm)
+        return write ? clEnqueueSVMMemcpy(q, blocking, dev.svm + at, host, n, waits, wait_list, ev)
+                     : clEnqueueSVMMemcpy(q, blocking, host, dev.svm + at, n, waits, wait_list, ev);
+    return write ? clEnqueueWriteBuffer(q, dev.buffer, blocking, at, n, host, waits, wait_list, ev)
+                 : clEnqueueReadBuffer(q, dev.buffer, blocking, at, n, host, waits, wait_list, ev);
+}
+inline const char* copy_call(bool write, const device_range& dev) noexcept {
+    if (dev.svm) return "clEnqueueSVMMemcpy";
+    return write ? "clEnqueueWriteBuffer" : "clEnqueueReadBuffer";
+}
+
+// A transfer that stays on the caller's queue: one enqueued copy.
+inline cl::Event direct(const cl::CommandQueue& q, bool write, const device_range& dev, std::size_t off, void* host,
                         std::size_t n, bool blocking, const std::vector<cl::Event>& wait_for) {
     std::vector<cl_event> raw;
     const cl_event* wl = raw_events(wait_for, raw);
     cl_event ev = nullptr;
-    const cl_int err =
-        write ? clEnqueueWriteBuffer(q(), dev(), blocking, off, n, host, static_cast<cl_uint>(raw.size()), wl, &ev)
-              : clEnqueueReadBuffer(q(), dev(), blocking, off, n, host, static_cast<cl_uint>(raw.size()), wl, &ev);
-    opencl::check(err, write ? "clEnqueueWriteBuffer" : "clEnqueueReadBuffer");
+    const cl_int err = enqueue_copy(q(), write, dev, off, host, n, blocking, static_cast<cl_uint>(raw.size()), wl, &ev);
+    opencl::check(err, copy_call(write, dev));
     if (!blocking) clFlush(q());  // a blocking call has submitted and finished it
     return cl::Event(ev, false);
 }
@@ -281,7 +305,7 @@ inline void take_slots(std::array<staging_slot, 8>& slots, std::size_t k, Mapped
     for (std::size_t i = 0; i < k; ++i) slots[i].acquire(pool, chunk);
 }
 
-inline cl::Event staged_upload(const cl::CommandQueue& q, MappedPinnedPool& pool, const cl::Buffer& dev,
+inline cl::Event staged_upload(const cl::CommandQueue& q, MappedPinnedPool& pool, const device_range& dev,
                                std::size_t dev_off, const char* src, std::size_t n, const TransferOptions& o) {
     const std::size_t chunk = chunk_for(n, o);
     const std::vector<piece> pieces = plan_pieces(n, chunk, /*taper_end=*/true);
@@ -304,10 +328,10 @@ inline cl::Event staged_upload(const cl::CommandQueue& q, MappedPinnedPool& pool
         // On an in-order queue only the first chunk needs the caller's events (the rest follow
         // it); on an out-of-order queue every chunk waits for them.
         const bool first = i == 0 || !ordered;
-        opencl::check(clEnqueueWriteBuffer(q(), dev(), CL_FALSE, dev_off + off, len, s.ptr,
-                                           first ? static_cast<cl_uint>(raw_wait.size()) : 0,
-                                           first && !raw_wait.empty() ? raw_wait.data() : nullptr, &ev),
-                      "clEnqueueWriteBuffer (staged)");
+        opencl::check(enqueue_copy(q(), true, dev, dev_off + off, s.ptr, len, CL_FALSE,
+                                   first ? static_cast<cl_uint>(raw_wait.size()) : 0,
+                                   first && !raw_wait.empty() ? raw_wait.data() : nullptr, &ev),
+                      dev.svm ? "clEnqueueSVMMemcpy (staged)" : "clEnqueueWriteBuffer (staged)");
         s.last = cl::Event(ev, false);
         issued.push_back(s.last);
         clFlush(q());
@@ -315,7 +339,7 @@ inline cl::Event staged_upload(const cl::CommandQueue& q, MappedPinnedPool& pool
     return all_of(q, issued, ordered);  // the slots go back (release_after their copies) on the way out
 }
 
-inline cl::Event staged_download(const cl::CommandQueue& q, MappedPinnedPool& pool, char* dst, const cl::Buffer& dev,
+inline cl::Event staged_download(const cl::CommandQueue& q, MappedPinnedPool& pool, char* dst, const device_range& dev,
                                  std::size_t dev_off, std::size_t n, const TransferOptions& o) {
     const std::size_t chunk = chunk_for(n, o);
     const std::vector<piece> pieces = plan_pieces(n, chunk, /*taper_end=*/false);
@@ -331,10 +355,10 @@ inline cl::Event staged_download(const cl::CommandQueue& q, MappedPinnedPool& po
         const auto [off, len] = pieces[i];
         cl_event ev = nullptr;
         const bool first = i == 0 || !ordered;  // as in staged_upload
-        opencl::check(clEnqueueReadBuffer(q(), dev(), CL_FALSE, dev_off + off, len, s.ptr,
-                                          first ? static_cast<cl_uint>(raw_wait.size()) : 0,
-                                          first && !raw_wait.empty() ? raw_wait.data() : nullptr, &ev),
-                      "clEnqueueReadBuffer (staged)");
+        opencl::check(enqueue_copy(q(), false, dev, dev_off + off, s.ptr, len, CL_FALSE,
+                                   first ? static_cast<cl_uint>(raw_wait.size()) : 0,
+                                   first && !raw_wait.empty() ? raw_wait.data() : nullptr, &ev),
+                      dev.svm ? "clEnqueueSVMMemcpy (staged)" : "clEnqueueReadBuffer (staged)");
         s.last = cl::Event(ev, false);
         clFlush(q());
     };
@@ -355,9 +379,9 @@ inline cl::Event staged_download(const cl::CommandQueue& q, MappedPinnedPool& po
 }  // namespace detail
 
 namespace detail {
-inline cl::Event upload_in_range(const cl::CommandQueue&, const cl::Buffer&, std::size_t, const void*, std::size_t,
+inline cl::Event upload_in_range(const cl::CommandQueue&, const device_range&, std::size_t, const void*, std::size_t,
                                  const TransferOptions&);
-inline cl::Event download_in_range(const cl::CommandQueue&, void*, const cl::Buffer&, std::size_t, std::size_t,
+inline cl::Event download_in_range(const cl::CommandQueue&, void*, const device_range&, std::size_t, std::size_t,
                                    const TransferOptions&);
 }  // namespace detail
 
@@ -398,12 +422,12 @@ inline cl::Event upload(const cl::CommandQueue& queue, const cl::Buffer& dst, st
                         std::size_t n, const TransferOptions& o = {}) {
     detail::check_buffer(dst, "upload", "into", dst_offset, n);
     detail::check_range(dst_offset, n, detail::buffer_size(dst), src);
-    return detail::upload_in_range(queue, dst, dst_offset, src, n, o);
+    return detail::upload_in_range(queue, {dst(), nullptr, 0}, dst_offset, src, n, o);
 }
 
 namespace detail {
 // upload() once the range is known to fit (a handle's range needs no driver query).
-inline cl::Event upload_in_range(const cl::CommandQueue& queue, const cl::Buffer& dst, std::size_t dst_offset,
+inline cl::Event upload_in_range(const cl::CommandQueue& queue, const device_range& dst, std::size_t dst_offset,
                                  const void* src, std::size_t n, const TransferOptions& o) {
     detail::check_queue(queue, "upload", n);
     detail::validate_options(o);
@@ -439,12 +463,12 @@ inline cl::Event download(const cl::CommandQueue& queue, void* dst, const cl::Bu
                           std::size_t n, const TransferOptions& o = {}) {
     detail::check_buffer(src, "download", "from", src_offset, n);
     detail::check_range(src_offset, n, detail::buffer_size(src), dst);
-    return detail::download_in_range(queue, dst, src, src_offset, n, o);
+    return detail::download_in_range(queue, dst, {src(), nullptr, 0}, src_offset, n, o);
 }
 
 namespace detail {
 // download() once the range is known to fit.
-inline cl::Event download_in_range(const cl::CommandQueue& queue, void* dst, const cl::Buffer& src,
+inline cl::Event download_in_range(const cl::CommandQueue& queue, void* dst, const device_range& src,
                                    std::size_t src_offset, std::size_t n, const TransferOptions& o) {
     detail::check_queue(queue, "download", n);
     detail::validate_options(o);
@@ -457,27 +481,69 @@ inline cl::Event download_in_range(const cl::CommandQueue& queue, void* dst, con
 }
 }  // namespace detail
 
-// The same for a pooled handle: the range is checked against h.nbytes() (the
-// caller's part of the buffer), not the larger bucket.
+namespace detail {
+// Where a pooled handle's bytes are: its cl::Buffer; for a block carved from a
+// buffer arena, its segment at its offset (no sub-buffer needed); for SVM, its pointer.
+template <class Memory>
+device_range range_of(const Memory& m) noexcept {
+    if constexpr (std::derived_from<Memory, SVMSpan>) return {nullptr, static_cast<char*>(m.get()), 0};
+    else if constexpr (requires {
+                           { m.segment() } -> std::convertible_to<const cl::Buffer&>;
+                           { m.offset() } -> std::same_as<std::size_t>;
+                       })
+        return {static_cast<const cl::Buffer&>(m.segment())(), nullptr, m.offset()};
+    else return {m(), nullptr, 0};
+}
+template <class Memory>
+concept transferable_memory =
+    std::same_as<Memory, cl::Buffer> || std::derived_from<Memory, SVMSpan> || requires(const Memory& m) {
+        { m.segment() } -> std::convertible_to<const cl::Buffer&>;
+        { m.offset() } -> std::same_as<std::size_t>;
+    };
+}  // namespace detail
+
+// The same for a pooled handle of any OpenCL pool (BufferPool, the arenas,
+// OffsetArenaPool, the SVM pools): the range is checked against h.nbytes()
+// (the caller's part of the block), not the larger bucket. An SVM handle's
+// copies are clEnqueueSVMMemcpy, staged through pinned memory as above.
 template <class Pool>
-    requires std::same_as<typename Pool::memory_type, cl::Buffer>
+    requires detail::transferable_memory<typename Pool::memory_type>
 cl::Event upload(const cl::CommandQueue& queue, const Handle<Pool>& dst, std::size_t dst_offset, const void* src,
                  std::size_t n, const TransferOptions& o = {}) {
     if (!dst)
         throw usage_error("clpool: upload of " + std::to_string(n) + " bytes at offset " + std::to_string(dst_offset) +
                           " into an empty handle (0 bytes: it holds no buffer)");
     detail::check_range(dst_offset, n, dst.nbytes(), src);  // nbytes <= the buffer's size
-    return detail::upload_in_range(queue, dst.buffer(), dst_offset, src, n, o);
+    return detail::upload_in_range(queue, detail::range_of(dst.buffer()), dst_offset, src, n, o);
 }
 template <class Pool>
-    requires std::same_as<typename Pool::memory_type, cl::Buffer>
+    requires detail::transferable_memory<typename Pool::memory_type>
 cl::Event download(const cl::CommandQueue& queue, void* dst, const Handle<Pool>& src, std::size_t src_offset,
                    std::size_t n, const TransferOptions& o = {}) {
     if (!src)
         throw usage_error("clpool: download of " + std::to_string(n) + " bytes at offset " +
                           std::to_string(src_offset) + " from an empty handle (0 bytes: it holds no buffer)");
     detail::check_range(src_offset, n, src.nbytes(), dst);  // nbytes <= the buffer's size
-    return detail::download_in_range(queue, dst, src.buffer(), src_offset, n, o);
+    return detail::download_in_range(queue, dst, detail::range_of(src.buffer()), src_offset, n, o);
+}
+
+// Copies into / out of shared virtual memory not held by a pool handle:
+// `dst` / `src` is n or more bytes at an SVM pointer (its size() bounds the range).
+inline cl::Event upload(const cl::CommandQueue& queue, const SVMSpan& dst, std::size_t dst_offset, const void* src,
+                        std::size_t n, const TransferOptions& o = {}) {
+    if (!dst)
+        throw usage_error("clpool: upload of " + std::to_string(n) + " bytes at offset " + std::to_string(dst_offset) +
+                          " into a null SVM pointer");
+    detail::check_range(dst_offset, n, dst.size(), src);
+    return detail::upload_in_range(queue, detail::range_of(dst), dst_offset, src, n, o);
+}
+inline cl::Event download(const cl::CommandQueue& queue, void* dst, const SVMSpan& src, std::size_t src_offset,
+                          std::size_t n, const TransferOptions& o = {}) {
+    if (!src)
+        throw usage_error("clpool: download of " + std::to_string(n) + " bytes at offset " +
+                          std::to_string(src_offset) + " from a null SVM pointer");
+    detail::check_range(src_offset, n, src.size(), dst);
+    return detail::download_in_range(queue, dst, detail::range_of(src), src_offset, n, o);
 }
 
 }  // namespace clpool

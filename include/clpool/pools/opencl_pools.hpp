@@ -1,9 +1,11 @@
-// The OpenCL pools: BufferPool, PinnedBufferPool, PersistentBufferPool over OpenCLBackend.
+// The OpenCL pools: BufferPool, PinnedBufferPool, PersistentBufferPool, the arenas over OpenCLBackend, and the SVM pools.
 #pragma once
 
 #include <clpool/pools/aliases.hpp>
 #include <clpool/backends/mapped_pinned.hpp>
 #include <clpool/backends/opencl.hpp>
+#include <clpool/backends/opencl_offsets.hpp>
+#include <clpool/backends/svm.hpp>
 #include <clpool/core/backend.hpp>
 #include <clpool/core/handle.hpp>
 
@@ -28,6 +30,16 @@ using PinnedArenaPool = BasicPinnedArenaPool<OpenCLBackend>;
 // Mapped pinned staging buffers (h.buffer().host(), h.buffer().buffer()) carved
 // from a few mapped pinned segments: one pinned allocation and one map serve many.
 using MappedPinnedArenaPool = BasicPinnedArenaPool<MappedPinnedBackend>;
+// The buffer arena with offset handles: a block is h.buffer().segment() at
+// h.buffer().offset(), and carving one makes no driver call;
+// h.buffer().sub_buffer() makes a cl::Buffer of it only when asked for.
+using OffsetArenaPool = BasicArenaPool<OpenCLOffsetBackend>;
+// Coarse-grained shared virtual memory (OpenCL 2.0+): h.buffer().as<float>()
+// is a device pointer. SVMPool caches whole clSVMAlloc allocations in
+// power-of-two buckets; SVMArenaPool carves blocks out of a few large ones by
+// pointer arithmetic, with no driver call per block (docs/SVM.md).
+using SVMPool = BasicBufferPool<SVMBackend>;
+using SVMArenaPool = BasicArenaPool<SVMBackend>;
 
 // OpenCL has no sub-buffer of a sub-buffer, and a sub-allocated block is one:
 // clCreateSubBuffer on h.buffer() fails with CL_INVALID_MEM_OBJECT on a
