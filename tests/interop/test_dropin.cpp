@@ -6,7 +6,10 @@
 
 #include <doctest/doctest.h>
 
+#include <dlfcn.h>
+
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <numeric>
@@ -246,4 +249,40 @@ TEST_CASE("a pooled CL_MEM_COPY_HOST_PTR buffer keeps its data when the bucket's
     REQUIRE(read_done.wait() == CL_SUCCESS);
     CHECK_MESSAGE(back == mine,
                   "first byte read back: " << int(back[0]) << " (own data 195 = 0xc3, old owner's 90 = 0x5a)");
+}
+
+// Each pool holds its context (and a queue and buffers in it), so pools kept for the process
+// kept every context alive: a program that makes and releases contexts one after another grew
+// by a context per round. The drop-in keeps the pools of a bounded number of contexts, the
+// least recently used let go first.
+TEST_CASE("contexts made and released one after another are freed: the drop-in keeps a bounded number") {
+    OpenCLEnv& env = OpenCLEnv::get();
+    // OpenCL 3.0's clSetContextDestructorCallback, which the headers hide below CL_TARGET_OPENCL_VERSION 300.
+    using set_destructor_fn = cl_int(CL_API_CALL*)(cl_context, void(CL_CALLBACK*)(cl_context, void*), void*);
+    const auto set_destructor =
+        reinterpret_cast<set_destructor_fn>(dlsym(RTLD_DEFAULT, "clSetContextDestructorCallback"));
+    REQUIRE_MESSAGE(bool(set_destructor), "the OpenCL loader has no clSetContextDestructorCallback (3.0)");
+    static std::atomic<int> destroyed{0};
+    destroyed = 0;
+    constexpr int rounds = 40;
+    for (int i = 0; i < rounds; ++i) {
+        cl_int err = CL_SUCCESS;
+        cl_device_id d = env.device();
+        cl_context ctx = clCreateContext(nullptr, 1, &d, nullptr, nullptr, &err);
+        REQUIRE(err == CL_SUCCESS);
+        REQUIRE(set_destructor(ctx, [](cl_context, void*) { destroyed.fetch_add(1); }, nullptr) == CL_SUCCESS);
+        {
+            cl::Context context(ctx, true);
+            clpool::Buffer b(context, CL_MEM_READ_WRITE, 4096, nullptr, &err);
+            REQUIRE(err == CL_SUCCESS);
+            REQUIRE(dropin_stats(context, CL_MEM_READ_WRITE).has_value());  // pooled
+        }
+        REQUIRE(clReleaseContext(ctx) == CL_SUCCESS);  // the application's last reference
+    }
+    // Buckets come back from driver callbacks, which may run late: wait for them.
+    const int bound = static_cast<int>(detail::dropin_pools::max_contexts);
+    for (int i = 0; i < 400 && destroyed.load() < rounds - bound; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    CHECK(destroyed.load() >= rounds - bound);
+    CHECK(detail::dropin_pools::instance().contexts_held() <= detail::dropin_pools::max_contexts);
 }

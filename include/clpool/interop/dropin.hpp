@@ -24,7 +24,8 @@ namespace clpool {
 // cl::Buffer's own constructor, so errors (and CL-HPP exceptions, if enabled)
 // are the driver's. It is a sub-buffer of its bucket: createSubBuffer on it fails.
 // Thread safety: as cl::Buffer. Pools are created on first use per (context,
-// flags) and live for the process (they keep their context alive).
+// flags); each keeps its context alive, so those of at most 16 contexts are
+// kept, the least recently used let go first (dropin_pools::max_contexts).
 // Some drivers mishandle rectangular and image copies of sub-buffers
 // (docs/DROPIN.md); the interposer, which hands out whole buffers, avoids them.
 class Buffer : public cl::Buffer {
@@ -52,7 +53,7 @@ public:
 // The statistics of the drop-in pool for (context, flags); nullopt if no
 // buffer was made there yet.
 inline std::optional<PoolStats> dropin_stats(const cl::Context& context, cl_mem_flags flags) {
-    if (auto* p = detail::dropin_pools::instance().find(context(), flags)) return p->stats();
+    if (auto p = detail::dropin_pools::instance().find(context(), flags)) return p->stats();
     return std::nullopt;
 }
 

@@ -1,15 +1,18 @@
-// The drop-in buffer's pools: one per (context, flags), never destroyed, handing out sub-buffers.
+// The drop-in buffer's pools: one per (context, flags), for a bounded number of contexts, handing out sub-buffers.
 #pragma once
 
 #include <clpool/platform/fork_locks.hpp>
+#include <clpool/platform/process_state.hpp>
 #include <clpool/interop/detail/poolable.hpp>
 #include <clpool/pools/opencl_pools.hpp>
 
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <utility>
+#include <vector>
 
 namespace clpool::detail {
 
@@ -21,8 +24,19 @@ using dropin_pool = Pool<PowerOfTwoBuckets, DeviceLocal, Unlimited, SingleMutex,
 // for) of a pooled bucket. The bucket goes back to its pool from the
 // sub-buffer's destructor callback: the driver runs it once every reference
 // (the application's copies) is gone. CL_MEM_SIZE is the asked size.
+//
+// A pool holds its context (through its backend, queue and buffers), and the
+// drop-in cannot see the application release a context. So the pools of at
+// most max_contexts contexts are kept: a new context's first buffer lets go
+// of the pools of the one least recently used, freeing its cache (a bucket
+// still out frees itself when the driver deletes its sub-buffer) and, if the
+// application released it, the context. A program that makes contexts one
+// after another holds max_contexts of them, not every one it made.
 class dropin_pools {
 public:
+    // Contexts whose pools are kept; each past it lets go of the least recently used one's.
+    static constexpr std::size_t max_contexts = 16;
+
     // The process-wide set. Never destroyed: no OpenCL call at exit.
     static dropin_pools& instance() {
         static auto* p = new dropin_pools;
@@ -42,7 +56,7 @@ public:
     cl_mem create(cl_context ctx, cl_mem_flags flags, std::size_t size, void* host_ptr) noexcept {
         if (!poolable(flags, size, host_ptr) || (flags & CL_MEM_COPY_HOST_PTR) != 0) return nullptr;
         try {
-            dropin_pool* pool = slot(ctx, flags);
+            const std::shared_ptr<dropin_pool> pool = slot(ctx, flags);
             auto held = std::make_unique<dropin_pool::handle>(pool->allocate(size));
             const cl_buffer_region region{0, size};
             cl_int err = CL_SUCCESS;
@@ -59,40 +73,80 @@ public:
         }
     }
 
-    // The pool for (ctx, flags), or nullptr if none was made yet. Thread-safe.
-    dropin_pool* find(cl_context ctx, cl_mem_flags flags) {
+    // The pool for (ctx, flags), or nullptr if none is kept (none made yet, or
+    // let go). Shared: the pool lives while the caller uses it. Thread-safe.
+    std::shared_ptr<dropin_pool> find(cl_context ctx, cl_mem_flags flags) {
         std::lock_guard lock(mutex_);
         auto c = contexts_.find(ctx);
         if (c == contexts_.end()) return nullptr;
         auto p = c->second.pools.find(flags);
-        return p == c->second.pools.end() ? nullptr : p->second.get();
+        return p == c->second.pools.end() ? nullptr : p->second;
+    }
+
+    // How many contexts' pools are kept (at most max_contexts). Thread-safe.
+    std::size_t contexts_held() {
+        std::lock_guard lock(mutex_);
+        return contexts_.size();
     }
 
 private:
     struct per_context {
         cl::Context context;
         cl_device_id device = nullptr;
-        std::map<cl_mem_flags, std::unique_ptr<dropin_pool>> pools;
+        std::uint32_t generation = 0;  // a fork parent's context is never released in the child
+        std::uint64_t used = 0;  // when a buffer was last asked for in it (uses_)
+        // Shared: a create() under way keeps its pool while the context is let go.
+        std::map<cl_mem_flags, std::shared_ptr<dropin_pool>> pools;
+
+        per_context() = default;
+        per_context(per_context&&) noexcept = default;
+        per_context& operator=(per_context&&) noexcept = default;
+        ~per_context() {
+            pools.clear();  // before the context: their buffers and queues are in it
+            if (context() && !may_free(generation)) {
+                // A fork parent's, or the process is exiting: leak the reference, no driver call.
+                [[maybe_unused]] auto* leaked = new (std::nothrow) cl::Context(std::move(context));
+            }
+        }
     };
 
     static void CL_CALLBACK give_back(cl_mem, void* held) noexcept {
         delete static_cast<dropin_pool::handle*>(held);  // the bucket goes back to its pool
     }
 
-    dropin_pool* slot(cl_context ctx, cl_mem_flags key) {
+    std::shared_ptr<dropin_pool> slot(cl_context ctx, cl_mem_flags key) {
+        std::vector<per_context> gone;  // freed after the lock: destroying a pool calls the driver
         std::lock_guard lock(mutex_);
         auto& c = contexts_[ctx];
         if (!c.device) {
             c.context = cl::Context(ctx, true);
             c.device = opencl::context_devices(ctx)[0];
+            c.generation = birth_generation();
+            if (contexts_.size() > max_contexts) let_go_of_oldest(ctx, gone);
         }
+        c.used = ++uses_;
         auto& p = c.pools[key];
-        if (!p) p = std::make_unique<dropin_pool>(OpenCLBackend(c.context, c.device, key));
-        return p.get();
+        if (!p) p = std::make_shared<dropin_pool>(OpenCLBackend(c.context, c.device, key));
+        return p;
+    }
+
+    // Moves the least recently used context but `keep` out of the set, into
+    // `gone`. Under mutex_. Only one of this process's: a fork parent's holds
+    // handles the child must not release.
+    void let_go_of_oldest(cl_context keep, std::vector<per_context>& gone) {
+        auto oldest = contexts_.end();
+        for (auto it = contexts_.begin(); it != contexts_.end(); ++it)
+            if (it->first != keep && may_free(it->second.generation) &&
+                (oldest == contexts_.end() || it->second.used < oldest->second.used))
+                oldest = it;
+        if (oldest == contexts_.end()) return;
+        gone.push_back(std::move(oldest->second));
+        contexts_.erase(oldest);
     }
 
     std::mutex mutex_;
     std::map<cl_context, per_context> contexts_;
+    std::uint64_t uses_ = 0;  // a logical clock for per_context::used
 };
 
 }  // namespace clpool::detail
