@@ -12,8 +12,8 @@
 using namespace clpool;
 
 namespace {
-std::uintptr_t address_of(const HostRange& r) { return reinterpret_cast<std::uintptr_t>(r.data()); }
-std::uintptr_t address_of(const HostMemory& m) { return reinterpret_cast<std::uintptr_t>(m.data()); }
+std::uintptr_t carved_address(const HostRange& r) { return reinterpret_cast<std::uintptr_t>(r.data()); }
+std::uintptr_t carved_address(const HostMemory& m) { return reinterpret_cast<std::uintptr_t>(m.data()); }
 }  // namespace
 
 TEST_CASE("host::ArenaPool over HostBackend(alignment): every carved block starts at a multiple of it") {
@@ -29,7 +29,7 @@ TEST_CASE("host::ArenaPool over HostBackend(alignment): every carved block start
             live.push_back(pool.allocate(n));
         for (const auto& h : live) {
             CAPTURE(h.nbytes());
-            CHECK(address_of(h.buffer()) % alignment == 0);
+            CHECK(carved_address(h.buffer()) % alignment == 0);
         }
         const auto stats = pool.stats();
         CHECK(stats.segments < live.size());  // carved, not a whole allocation each
@@ -41,16 +41,17 @@ TEST_CASE("HostBackend(): whole allocations page-aligned; under the arena, block
     CHECK(host.alignment() == 4096);
     auto m = host.allocate(100, MemoryKind::device_local);
     REQUIRE(m.status == AllocStatus::ok);
-    CHECK(address_of(m.memory) % 4096 == 0);
+    CHECK(carved_address(m.memory) % 4096 == 0);
     // As an OpenCL device's sub-buffers: 512-byte blocks (ArenaOptions::granularity), not pages.
     host::ArenaPool pool{HostBackend{}};
     CHECK(pool.backend().granularity() == 512);
     auto a = pool.allocate(100);
     auto b = pool.allocate(100);
-    CHECK(address_of(a.buffer()) % 512 == 0);
-    CHECK(address_of(b.buffer()) % 512 == 0);
-    const auto gap = address_of(a.buffer()) > address_of(b.buffer()) ? address_of(a.buffer()) - address_of(b.buffer())
-                                                                     : address_of(b.buffer()) - address_of(a.buffer());
+    CHECK(carved_address(a.buffer()) % 512 == 0);
+    CHECK(carved_address(b.buffer()) % 512 == 0);
+    const auto gap = carved_address(a.buffer()) > carved_address(b.buffer())
+                         ? carved_address(a.buffer()) - carved_address(b.buffer())
+                         : carved_address(b.buffer()) - carved_address(a.buffer());
     CHECK(gap == 512);  // neighbours in one segment
 }
 
