@@ -14,6 +14,13 @@
 // arena/stream/<whole|sub>/<bytes>: y[i] = 2 * x[i] + 1 over two buffers, once whole buffers
 //   (BufferPool), once blocks of an ArenaPool at a non-zero offset in their segments; real time
 //   per kernel (clFinish). Compare the two in the same run; bytes_per_second is read + write.
+// arena/stream/svm_arena/<bytes>: the same kernel through SVM pointers (clSetKernelArgSVMPointer)
+//   to two SVMArenaPool blocks at non-zero offsets in one segment (made large enough to hold both); svm_whole: through two whole
+//   SVMPool allocations.
+// arena/stream/offsets/<bytes>: y[yo + i] = 2 * x[xo + i] + 1, given OffsetArenaPool's (segment,
+//   offset) pairs at non-zero offsets; offsets_whole: the same kernel on whole buffers, offsets 0.
+// raw/svm_alloc/<bytes>: clSVMAlloc, a first use (a device fill, as SVMBackend commits), clSVMFree:
+//   what an SVM allocation costs without a pool.
 #include "common/setup.hpp"
 
 #include <algorithm>
@@ -111,6 +118,138 @@ void run_stream(benchmark::State& state, cl_mem x, cl_mem y, std::size_t n) {
     state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(2 * n));
 }
 
+constexpr const char* stream_offsets_source = R"CLC(
+__kernel void stream_offsets(__global const float* x, ulong xo, __global float* y, ulong yo) {
+    const size_t i = get_global_id(0);
+    y[yo + i] = 2.0f * x[xo + i] + 1.0f;
+}
+)CLC";
+
+cl_kernel build_kernel(const char* source, const char* name) {
+    auto& d = Device::get();
+    cl_int err = CL_SUCCESS;
+    cl_program p = clCreateProgramWithSource(d.context(), 1, &source, nullptr, &err);
+    opencl::check(err, "clCreateProgramWithSource");
+    opencl::check(clBuildProgram(p, 1, &d.device, "", nullptr, nullptr), "clBuildProgram");
+    cl_kernel k = clCreateKernel(p, name, &err);
+    opencl::check(err, "clCreateKernel");
+    return k;
+}
+
+// The stream kernel's loop, its arguments already set; x (n bytes) is filled by `fill` first.
+template <class Fill>
+void time_stream(benchmark::State& state, cl_kernel k, std::size_t n, Fill&& fill) {
+    auto& d = Device::get();
+    const std::size_t items = n / sizeof(float);
+    fill();
+    opencl::check(clEnqueueNDRangeKernel(d.queue(), k, 1, nullptr, &items, nullptr, 0, nullptr, nullptr), "warm-up");
+    opencl::check(clFinish(d.queue()), "clFinish");
+    for (auto _ : state) {
+        opencl::check(clEnqueueNDRangeKernel(d.queue(), k, 1, nullptr, &items, nullptr, 0, nullptr, nullptr),
+                      "clEnqueueNDRangeKernel");
+        opencl::check(clFinish(d.queue()), "clFinish");
+    }
+    state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(2 * n));
+}
+
+void run_stream_svm(benchmark::State& state, const SVMSpan& x, const SVMSpan& y, std::size_t n) {
+    static cl_kernel k = build_kernel(stream_source, "stream");
+    const cl::Kernel kernel(k, true);
+    set_kernel_arg(kernel, 0, x);
+    set_kernel_arg(kernel, 1, y);
+    time_stream(state, k, n, [&] {
+        const float zero = 0.0f;
+        opencl::check(clEnqueueSVMMemFill(Device::get().queue(), x.get(), &zero, sizeof zero, n, 0, nullptr, nullptr),
+                      "clEnqueueSVMMemFill");
+    });
+}
+
+void run_stream_offsets(benchmark::State& state, cl_mem x, cl_ulong xo, cl_mem y, cl_ulong yo, std::size_t n) {
+    static cl_kernel k = build_kernel(stream_offsets_source, "stream_offsets");
+    opencl::check(clSetKernelArg(k, 0, sizeof x, &x), "clSetKernelArg");
+    opencl::check(clSetKernelArg(k, 1, sizeof xo, &xo), "clSetKernelArg");
+    opencl::check(clSetKernelArg(k, 2, sizeof y, &y), "clSetKernelArg");
+    opencl::check(clSetKernelArg(k, 3, sizeof yo, &yo), "clSetKernelArg");
+    time_stream(state, k, n, [&] {
+        const float zero = 0.0f;
+        opencl::check(clEnqueueFillBuffer(Device::get().queue(), x, &zero, sizeof zero, xo * sizeof(float), n, 0,
+                                          nullptr, nullptr),
+                      "clEnqueueFillBuffer");
+    });
+}
+
+// Options that put two 2 MiB blocks and two of n bytes in one segment, x and y at non-zero offsets
+// (by default a request above large_limit gets a segment of its own, at offset 0).
+ArenaOptions one_segment_for(std::size_t n) {
+    ArenaOptions o;
+    o.large_segment = o.large_limit = o.min_segment = 2 * n + (std::size_t{8} << 20);
+    return o;
+}
+
+template <class P>
+std::unique_ptr<P> one_segment_pool(std::size_t n) {
+    using B = typename P::backend_type;
+    return std::make_unique<P>(B(natural_backend<typename B::parent_type>(), one_segment_for(n)));
+}
+
+void stream_svm_arena(benchmark::State& state) {
+    const auto n = static_cast<std::size_t>(state.range(0));
+    auto pool = one_segment_pool<SVMArenaPool>(n);
+    auto a = pool->allocate(std::size_t{2} << 20);  // as stream_sub: x and y at non-zero offsets
+    auto x = pool->allocate(n);
+    auto b = pool->allocate(std::size_t{2} << 20);
+    auto y = pool->allocate(n);
+    state.counters["x_offset"] = static_cast<double>(x.buffer().offset());
+    state.counters["y_offset"] = static_cast<double>(y.buffer().offset());
+    if (x.buffer().offset() == 0 || y.buffer().offset() == 0) state.SkipWithError("a block at offset 0");
+    run_stream_svm(state, x.buffer(), y.buffer(), n);
+}
+
+void stream_svm_whole(benchmark::State& state) {
+    const auto n = static_cast<std::size_t>(state.range(0));
+    auto pool = make_pool<SVMPool>();
+    auto x = pool->allocate(n), y = pool->allocate(n);
+    run_stream_svm(state, x.buffer(), y.buffer(), n);
+}
+
+void stream_offsets(benchmark::State& state) {
+    const auto n = static_cast<std::size_t>(state.range(0));
+    auto pool = one_segment_pool<OffsetArenaPool>(n);
+    auto a = pool->allocate(std::size_t{2} << 20);
+    auto x = pool->allocate(n);
+    auto b = pool->allocate(std::size_t{2} << 20);
+    auto y = pool->allocate(n);
+    state.counters["x_offset"] = static_cast<double>(x.buffer().offset());
+    state.counters["y_offset"] = static_cast<double>(y.buffer().offset());
+    if (x.buffer().offset() == 0 || y.buffer().offset() == 0) state.SkipWithError("a block at offset 0");
+    run_stream_offsets(state, x.buffer().segment()(), x.buffer().offset() / sizeof(float), y.buffer().segment()(),
+                       y.buffer().offset() / sizeof(float), n);
+}
+
+void stream_offsets_whole(benchmark::State& state) {
+    const auto n = static_cast<std::size_t>(state.range(0));
+    auto pool = make_pool<BufferPool>();
+    auto x = pool->allocate(n), y = pool->allocate(n);
+    run_stream_offsets(state, x.buffer()(), 0, y.buffer()(), 0, n);
+}
+
+void raw_svm_alloc(benchmark::State& state) {
+    const auto n = static_cast<std::size_t>(state.range(0));
+    auto& d = Device::get();
+    for (auto _ : state) {
+        void* p = clSVMAlloc(d.context(), CL_MEM_READ_WRITE, n, 0);
+        if (!p) {
+            state.SkipWithError("clSVMAlloc returned nullptr");
+            break;
+        }
+        const unsigned char zero = 0;
+        opencl::check(clEnqueueSVMMemFill(d.queue(), p, &zero, 1, n, 0, nullptr, nullptr), "clEnqueueSVMMemFill");
+        opencl::check(clFinish(d.queue()), "clFinish");
+        clSVMFree(d.context(), p);
+    }
+    state.SetItemsProcessed(state.iterations());
+}
+
 void raw_sub_buffer(benchmark::State& state) {
     const auto n = static_cast<std::size_t>(state.range(0));
     auto& d = Device::get();
@@ -156,6 +295,9 @@ void register_all() {
 #ifdef CLPOOL_HAS_OPENCL
         benchmark::RegisterBenchmark("arena/hit/BufferPool/opencl", hit_pair<BufferPool>)->Arg(n);
         benchmark::RegisterBenchmark("arena/hit/ArenaPool/opencl", hit_pair<ArenaPool>)->Arg(n);
+        benchmark::RegisterBenchmark("arena/hit/OffsetArenaPool/opencl", hit_pair<OffsetArenaPool>)->Arg(n);
+        benchmark::RegisterBenchmark("arena/hit/SVMPool/svm", hit_pair<SVMPool>)->Arg(n);
+        benchmark::RegisterBenchmark("arena/hit/SVMArenaPool/svm", hit_pair<SVMArenaPool>)->Arg(n);
 #endif
         benchmark::RegisterBenchmark("arena/hit/BufferPool/host", hit_pair<host::BufferPool>)->Arg(n);
         benchmark::RegisterBenchmark("arena/hit/ArenaPool/host", hit_pair<host::ArenaPool>)->Arg(n);
@@ -170,6 +312,12 @@ void register_all() {
             ->Arg(n)
             ->Unit(benchmark::kMicrosecond);
         benchmark::RegisterBenchmark("raw/sub_buffer/opencl", raw_sub_buffer)->Arg(n)->Unit(benchmark::kMicrosecond);
+        benchmark::RegisterBenchmark("arena/split_miss/offsets", split_miss<Uncached<OpenCLOffsetBackend>>, 0)
+            ->Arg(n)
+            ->Unit(benchmark::kMicrosecond);
+        benchmark::RegisterBenchmark("arena/split_miss/svm", split_miss<Uncached<SVMBackend>>, 0)
+            ->Arg(n)
+            ->Unit(benchmark::kMicrosecond);
 #endif
         benchmark::RegisterBenchmark("arena/split_miss/host", split_miss<Uncached<HostBackend>>,
                                      ArenaOptions{}.cached_views)
@@ -186,7 +334,25 @@ void register_all() {
             ->Arg(n)
             ->UseRealTime()
             ->Unit(benchmark::kMicrosecond);
+        benchmark::RegisterBenchmark("arena/stream/svm_whole", stream_svm_whole)
+            ->Arg(n)
+            ->UseRealTime()
+            ->Unit(benchmark::kMicrosecond);
+        benchmark::RegisterBenchmark("arena/stream/svm_arena", stream_svm_arena)
+            ->Arg(n)
+            ->UseRealTime()
+            ->Unit(benchmark::kMicrosecond);
+        benchmark::RegisterBenchmark("arena/stream/offsets_whole", stream_offsets_whole)
+            ->Arg(n)
+            ->UseRealTime()
+            ->Unit(benchmark::kMicrosecond);
+        benchmark::RegisterBenchmark("arena/stream/offsets", stream_offsets)
+            ->Arg(n)
+            ->UseRealTime()
+            ->Unit(benchmark::kMicrosecond);
     }
+    for (std::int64_t n : {std::int64_t{4096}, std::int64_t{1} << 20, std::int64_t{64} << 20})
+        benchmark::RegisterBenchmark("raw/svm_alloc", raw_svm_alloc)->Arg(n)->Unit(benchmark::kMicrosecond);
 #endif
 }
 

@@ -80,8 +80,8 @@ B natural_backend() {
         return B(natural_backend<typename B::parent_type>());
     }
 #ifdef CLPOOL_HAS_OPENCL
-    else if constexpr (std::is_same_v<B, OpenCLBackend>) {
-        return OpenCLBackend(Device::get().context);
+    else if constexpr (std::is_constructible_v<B, const cl::Context&>) {  // OpenCLBackend, SVMBackend, ...
+        return B(Device::get().context);
     }
 #endif
     else {
