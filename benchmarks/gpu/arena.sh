@@ -8,6 +8,13 @@
 #   raw/sub_buffer/opencl                     clCreateSubBuffer + release alone, no pool (the driver's share)
 #   arena/stream/{whole,sub}                  a kernel streaming through whole buffers and through
 #                                             sub-allocated blocks, alternated (target: sub >= 98% of whole)
+#   arena/hit/{SVMPool,SVMArenaPool}/svm, arena/hit/OffsetArenaPool/opencl
+#                                             the fast-and-frugal pools' hit pairs (target <= 25 ns)
+#   arena/split_miss/{svm,offsets}            a carve with no driver call and its release
+#   arena/stream/{svm_whole,svm_arena}        a kernel through SVM pointers: whole allocations, and arena
+#                                             blocks at interior offsets (target: svm_arena >= 98% of whole)
+#   arena/stream/{offsets_whole,offsets}      a kernel given (buffer, offset): whole buffers, arena blocks
+#   raw/svm_alloc                             clSVMAlloc + first use + clSVMFree, no pool (the baseline)
 #   memory/*                                  peak held / peak live per bucket scheme and the arena
 # Then prints the ratios. Needs what benchmarks/gpu/alloc.sh needs (no CUDA or Torch).
 #   BENCH_MIN_TIME=0.2   seconds per benchmark
@@ -71,6 +78,25 @@ for n in ("8388608", "268435456"):
     w, s = t(f"arena/stream/whole/{n}/real_time"), t(f"arena/stream/sub/{n}/real_time")
     if w and s:
         print(f"stream {n} B: sub-allocated at {100*w/s:.1f}% of whole-buffer speed; target >= 98%: {'met' if w/s >= 0.98 else 'NOT met'}")
+for n in ("4096", "1048576"):
+    for pool, backend in (("SVMPool", "svm"), ("SVMArenaPool", "svm"), ("OffsetArenaPool", "opencl")):
+        h = t(f"arena/hit/{pool}/{backend}/{n}")
+        if h:
+            print(f"hit pair {n} B: {pool} {h:.1f} ns; target <= 25 ns: {'met' if h <= 25 else 'NOT met'}")
+for n in ("4096", "1048576", "8388608"):
+    raw = t(f"raw/svm_alloc/{n}")
+    for kind in ("svm", "offsets"):
+        m = t(f"arena/split_miss/{kind}/{n}")
+        if m is not None:
+            base = f"; raw clSVMAlloc + first use + clSVMFree {raw:.1f} us" if raw is not None and kind == "svm" else ""
+            print(f"split miss {n} B ({kind}, no driver call): {m:.3f} us{base}")
+for n in ("8388608", "268435456"):
+    cl = t(f"arena/stream/whole/{n}/real_time")
+    for whole, carved in (("svm_whole", "svm_arena"), ("offsets_whole", "offsets")):
+        w, s = t(f"arena/stream/{whole}/{n}/real_time"), t(f"arena/stream/{carved}/{n}/real_time")
+        if w and s:
+            vs_cl = f", {100*cl/s:.1f}% of a whole cl_mem" if cl else ""
+            print(f"stream {n} B: {carved} at {100*w/s:.1f}% of {whole}{vs_cl}; target >= 98%: {'met' if cl and cl/s >= 0.98 else 'NOT met'}")
 mem = json.load(open(sys.argv[2]))["benchmarks"]
 print("peak held / peak live (bench_memory churn), held / live with the mix live at once:")
 for b in mem:
