@@ -16,7 +16,7 @@ sed -n '/<!-- quickstart:begin -->/,/<!-- quickstart:end -->/p' README.md | sed 
   >"$work/src/quickstart/main.cpp"
 grep -q 'int main' "$work/src/quickstart/main.cpp" || { echo "README.md: no quick start found" >&2; exit 1; }
 failed=()
-for program in quickstart engine_loop custom_pool shapes devices; do
+for program in quickstart engine_loop custom_pool shapes devices svm; do
   src=tests/first_hour/$program
   [ "$program" = quickstart ] && src=$work/src/quickstart
   echo "--- $program"
