@@ -262,12 +262,17 @@ inline std::vector<unsigned> current_affinity() {
 
 // Binds the calling thread to `cpus` for its lifetime and gives it its previous CPUs back: for
 // work that must run on a device's node (the allocation and first touch of staging memory) on a
-// thread that runs elsewhere afterwards. Does nothing for an empty list.
+// thread that runs elsewhere afterwards. Does nothing for an empty list, or if the thread's
+// CPUs cannot be read (then it could not give them back). Never throws.
 class scoped_binding {
 public:
-    explicit scoped_binding(const std::vector<unsigned>& cpus) {
+    explicit scoped_binding(const std::vector<unsigned>& cpus) noexcept {
         if (cpus.empty()) return;
-        previous_ = current_affinity();
+        try {
+            previous_ = current_affinity();
+        } catch (...) {
+            return;  // out of memory: stay unbound
+        }
         bound_ = !previous_.empty() && bind_current_thread(cpus);
     }
     scoped_binding(const scoped_binding&) = delete;
