@@ -18,10 +18,11 @@
 #include <thread>
 #include <vector>
 
+// Named, not anonymous: the suites build in unity batches, so helpers carry this suite's name.
+namespace numa_test {
+
 namespace fs = std::filesystem;
 using clpool::numa::pci_address;
-
-namespace {
 
 // A sysfs root of the test's own, removed at the end.
 struct fake_sysfs {
@@ -80,7 +81,7 @@ int threads_bound_to(const std::string& cpus) {
     return n;
 }
 
-}  // namespace
+}  // namespace numa_test
 
 TEST_CASE("numa: a CPU list is parsed, and a malformed one is refused naming it") {
     using clpool::numa::parse_cpulist;
@@ -100,30 +101,30 @@ TEST_CASE("numa: a CPU list is parsed, and a malformed one is refused naming it"
 }
 
 TEST_CASE("numa: a device's node and that node's CPUs are chosen from the topology") {
-    fake_sysfs s;
-    two_nodes(s);
+    numa_test::fake_sysfs s;
+    numa_test::two_nodes(s);
     const auto t = s.topology();
     CHECK(t.nodes() == std::vector<int>{0, 1});
 
-    const auto far = clpool::numa::place(t, pci_address{0, 0x65, 0, 0});
+    const auto far = clpool::numa::place(t, clpool::numa::pci_address{0, 0x65, 0, 0});
     CHECK(far.node == 1);
-    std::vector<unsigned> want = range(4, 7);
-    for (unsigned c : range(12, 15)) want.push_back(c);
+    std::vector<unsigned> want = numa_test::range(4, 7);
+    for (unsigned c : numa_test::range(12, 15)) want.push_back(c);
     CHECK(far.cpus == want);
     CHECK(far.why == "0000:65:00.0 is on node 1");
 
-    const auto near = clpool::numa::place(t, pci_address{0, 0x17, 0, 0});
+    const auto near = clpool::numa::place(t, clpool::numa::pci_address{0, 0x17, 0, 0});
     CHECK(near.node == 0);
     CHECK(near.cpus.front() == 0);
     CHECK(near.cpus.size() == 8);
 
     SUBCASE("the kernel gives the device no node") {
-        const auto p = clpool::numa::place(t, pci_address{0, 0xb3, 0, 0});
+        const auto p = clpool::numa::place(t, clpool::numa::pci_address{0, 0xb3, 0, 0});
         CHECK(p.node == -1);
         CHECK(p.cpus.empty());
         CHECK(p.why.find("no NUMA node") != std::string::npos);
     }
-    SUBCASE("no such device") { CHECK(clpool::numa::place(t, pci_address{0, 0x99, 0, 0}).node == -1); }
+    SUBCASE("no such device") { CHECK(clpool::numa::place(t, clpool::numa::pci_address{0, 0x99, 0, 0}).node == -1); }
     SUBCASE("the driver gives no PCI address") {
         const auto p = clpool::numa::place(t, std::nullopt);
         CHECK(p.node == -1);
@@ -131,43 +132,43 @@ TEST_CASE("numa: a device's node and that node's CPUs are chosen from the topolo
     }
     SUBCASE("the device's node has no CPUs") {
         s.node(1, "");
-        const auto p = clpool::numa::place(t, pci_address{0, 0x65, 0, 0});
+        const auto p = clpool::numa::place(t, clpool::numa::pci_address{0, 0x65, 0, 0});
         CHECK(p.node == -1);
         CHECK(p.why.find("no CPUs") != std::string::npos);
     }
     SUBCASE("a malformed CPU list is reported, not thrown") {
         s.node(1, "4-x");
-        const auto p = clpool::numa::place(t, pci_address{0, 0x65, 0, 0});
+        const auto p = clpool::numa::place(t, clpool::numa::pci_address{0, 0x65, 0, 0});
         CHECK(p.node == -1);
         CHECK(p.why.find("'4-x'") != std::string::npos);
     }
 }
 
 TEST_CASE("numa: one node, or no NUMA information, places nothing") {
-    fake_sysfs s;
+    numa_test::fake_sysfs s;
     SUBCASE("one node") {
         s.node(0, "0-15");
         s.device("0000:65:00.0", "0");
-        const auto p = clpool::numa::place(s.topology(), pci_address{0, 0x65, 0, 0});
+        const auto p = clpool::numa::place(s.topology(), clpool::numa::pci_address{0, 0x65, 0, 0});
         CHECK(p.node == -1);
         CHECK(p.why == "one NUMA node");
     }
     SUBCASE("an empty sysfs") {
-        const auto p = clpool::numa::place(s.topology(), pci_address{0, 0x65, 0, 0});
+        const auto p = clpool::numa::place(s.topology(), clpool::numa::pci_address{0, 0x65, 0, 0});
         CHECK(p.node == -1);
         CHECK(p.why.find("no NUMA information") != std::string::npos);
     }
 }
 
 TEST_CASE("numa: a bus, device and function is found in whichever PCI domain holds it") {
-    fake_sysfs s;
-    two_nodes(s);
+    numa_test::fake_sysfs s;
+    numa_test::two_nodes(s);
     s.device("0001:ca:00.0", "1");
     const auto t = s.topology();
-    CHECK(t.find_in_any_domain(0xca, 0, 0) == std::vector<pci_address>{{1, 0xca, 0, 0}});
+    CHECK(t.find_in_any_domain(0xca, 0, 0) == std::vector<clpool::numa::pci_address>{{1, 0xca, 0, 0}});
     CHECK(t.find_in_any_domain(0xca, 0, 1).empty());
     CHECK(t.node_of({1, 0xca, 0, 0}) == 1);
-    CHECK(pci_address{1, 0xca, 0x1f, 7}.text() == "0001:ca:1f.7");
+    CHECK(clpool::numa::pci_address{1, 0xca, 0x1f, 7}.text() == "0001:ca:1f.7");
 }
 
 #if defined(__linux__)
@@ -188,11 +189,11 @@ TEST_CASE("numa: the copy workers for a node run on that node's CPUs") {
     // A fake second node whose CPU is a real one of this process, so the binding can succeed.
     const std::vector<unsigned> mine = clpool::numa::current_affinity();
     REQUIRE(!mine.empty());
-    fake_sysfs s;
+    numa_test::fake_sysfs s;
     s.node(0, "0");
     s.node(1, std::to_string(mine.back()));
     s.device("0000:65:00.0", "1");
-    const auto p = clpool::numa::place(s.topology(), pci_address{0, 0x65, 0, 0});
+    const auto p = clpool::numa::place(s.topology(), clpool::numa::pci_address{0, 0x65, 0, 0});
     REQUIRE(p.node == 1);
 
     using clpool::detail::copy_workers;
@@ -204,16 +205,16 @@ TEST_CASE("numa: the copy workers for a node run on that node's CPUs") {
     CHECK(w.cpus() == p.cpus);
 
     const std::string bound = std::to_string(mine.back());
-    const int already = threads_bound_to(bound);
+    const int already = numa_test::threads_bound_to(bound);
     std::vector<unsigned char> src(std::size_t{4} << 20), dst(src.size());
     for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<unsigned char>(i * 7);
     w.copy(dst.data(), src.data(), src.size(), 2, /*stream=*/true);
     CHECK(dst == src);
     // The worker binds itself as it starts; give a slow start up to 10 s to be seen.
-    int now = threads_bound_to(bound);
+    int now = numa_test::threads_bound_to(bound);
     for (int i = 0; i < 1000 && now <= already; ++i) {
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
-        now = threads_bound_to(bound);
+        now = numa_test::threads_bound_to(bound);
     }
     CHECK(now > already);
 }
@@ -222,8 +223,8 @@ TEST_CASE("numa: the copy workers for a node run on that node's CPUs") {
 #ifdef CLPOOL_HAS_OPENCL
 TEST_CASE("numa: an OpenCL device off the PCI bus (PoCL's CPU device) gets no placement, and no error") {
     const cl_device_id d = clpool::test::OpenCLEnv::get().device();
-    fake_sysfs s;
-    two_nodes(s);
+    numa_test::fake_sysfs s;
+    numa_test::two_nodes(s);
     cl_device_type type = 0;
     clGetDeviceInfo(d, CL_DEVICE_TYPE, sizeof type, &type, nullptr);
     if (type & CL_DEVICE_TYPE_CPU) {
