@@ -261,3 +261,40 @@ TEST_CASE("out_of_memory without CLPOOL_OOM_SNAPSHOT does not gather the history
     CHECK(pool.snapshot().history->events.size() == oom_history_events);
 }
 #endif
+
+// An arena that runs out of room with most of its segment free in holes: the report must show the
+// segments, their free bytes and the largest free block (what fragmentation() is made of), not
+// only the buckets' rounding and the pool's idle buffers, which are both zero here.
+TEST_CASE("out_of_memory of an arena pool reports its segments, their free bytes and the largest free block") {
+    using P = MockArenaPool<ArenaBuckets, DeviceLocal, Unlimited, SingleMutex>;
+    auto ledger = std::make_shared<Ledger>();
+    constexpr std::size_t seg = 2u << 20;
+    ledger->capacity = static_cast<long>(seg);  // one small segment
+    ArenaOptions o;
+    o.min_segment = seg;  // a full small segment at once
+    P pool(SubAllocated<MockBackend>(MockBackend(ledger), o));
+    constexpr std::size_t quarter = seg / 4;
+    std::vector<P::handle> hs;
+    for (int i = 0; i < 4; ++i) hs.push_back(pool.allocate(quarter));
+    hs[0].release();
+    hs[1].release();
+    hs[3].release();  // holes of 1 MiB and 512 KiB around the one live block
+    std::string what;
+    try {
+        (void)pool.allocate(seg - quarter);  // 1.5 MiB: fits no hole, and no second segment fits the device
+        FAIL("expected out_of_memory");
+    } catch (const out_of_memory& e) {
+        what = e.what();
+    }
+    INFO(what);
+    const PoolStats s = pool.stats();
+    REQUIRE(s.segments == 1);
+    REQUIRE(s.segment_free_bytes == seg - quarter);
+    REQUIRE(s.largest_free_block == 2 * quarter);
+    CHECK(s.fragmentation() > 0.3);
+    CHECK(what.find("segments: 1, " + std::to_string(seg) + " bytes, " + std::to_string(seg - quarter) +
+                    " bytes free (75%), largest free block " + std::to_string(2 * quarter) + " bytes") !=
+          std::string::npos);
+    CHECK(what.find("fragmentation: 33% of the free bytes") != std::string::npos);
+    CHECK(what.find("fragmentation: 0 bytes") == std::string::npos);  // the rounding is not called that here
+}

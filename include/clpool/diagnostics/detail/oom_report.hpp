@@ -74,8 +74,28 @@ inline std::string oom_report(const PoolSnapshot& snap, const OutOfMemoryRecord&
     const std::size_t pct = held ? (lost * 100 + held / 2) / held : 0;  // rounded
     line("live: " + std::to_string(live.size()) + " buffers, " + std::to_string(held) + " bytes held for " +
          std::to_string(asked) + " asked");
-    line("fragmentation: " + std::to_string(lost) + " bytes (" + std::to_string(pct) +
-         "% of live) lost to bucket rounding; " + std::to_string(idle) + " bytes idle in the pool now");
+    // Rounded percentages of a part of a whole (0 of nothing).
+    auto percent = [](std::size_t part, std::size_t whole) {
+        return std::to_string(
+            whole ? static_cast<std::size_t>(100.0 * static_cast<double>(part) / static_cast<double>(whole) + 0.5) : 0);
+    };
+    const PoolStats& st = snap.stats;
+    const bool arena = st.segments > 0;
+    // An arena's free space lies in its segments, not in idle buffers (the
+    // cache went back to them before the retry): its own lines say how much
+    // there is and how it is cut up.
+    line(std::string(arena ? "rounding: " : "fragmentation: ") + std::to_string(lost) + " bytes (" +
+         std::to_string(pct) + "% of live) lost to bucket rounding; " + std::to_string(idle) +
+         " bytes idle in the pool now");
+    if (arena) {
+        line("segments: " + std::to_string(st.segments) + ", " + std::to_string(st.segment_bytes) + " bytes, " +
+             std::to_string(st.segment_free_bytes) + " bytes free (" +
+             percent(st.segment_free_bytes, st.segment_bytes) + "%), largest free block " +
+             std::to_string(st.largest_free_block) + " bytes");
+        line("fragmentation: " + percent(st.segment_free_bytes - st.largest_free_block, st.segment_free_bytes) +
+             "% of the free bytes lie outside the largest free block (stats().fragmentation()); no block above " +
+             std::to_string(st.largest_free_block) + " bytes can be carved from them");
+    }
     const std::size_t top = std::min<std::size_t>(10, live.size());
     std::partial_sort(live.begin(), live.begin() + static_cast<std::ptrdiff_t>(top), live.end(),
                       [](const BufferInfo* a, const BufferInfo* b) {
