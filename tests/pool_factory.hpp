@@ -61,8 +61,9 @@ B make_backend() {
     } else if constexpr (std::is_same_v<B, HostBackend>) {
         return HostBackend{};
 #ifdef CLPOOL_HAS_OPENCL
-    } else if constexpr (std::is_same_v<B, OpenCLBackend>) {
-        return OpenCLBackend(OpenCLEnv::get().context);
+    } else if constexpr (std::is_same_v<B, OpenCLBackend> || std::is_same_v<B, OpenCLOffsetBackend> ||
+                         std::is_same_v<B, SVMBackend>) {
+        return B(OpenCLEnv::get().context);
 #endif
     } else {
         return MockBackend{};
@@ -79,6 +80,11 @@ inline const void* identity(const MockMemory& m) { return m.data(); }
 inline const void* identity(const HostRange& m) { return m.data(); }
 #ifdef CLPOOL_HAS_OPENCL
 inline const void* identity(const cl::Buffer& b) { return b(); }
+inline const void* identity(const SVMSpan& m) { return m.get(); }
+// Not a pointer to the block: a value that two blocks held at once never share.
+inline const void* identity(const Carved<OpenCLOffsetBackend>& m) {
+    return reinterpret_cast<const char*>(m.segment()()) + m.offset();
+}
 #endif
 
 }  // namespace clpool::test

@@ -46,6 +46,28 @@ inline std::vector<std::byte> read_bytes(const cl::Buffer& b, std::size_t n) {
             CL_SUCCESS);
     return out;
 }
+// Shared virtual memory (SVMPool, SVMArenaPool): through its pointer.
+inline void write_bytes(const SVMSpan& m, const std::vector<std::byte>& data) {
+    REQUIRE(clEnqueueSVMMemcpy(OpenCLEnv::get().queue(), CL_TRUE, m.get(), data.data(), data.size(), 0, nullptr,
+                               nullptr) == CL_SUCCESS);
+}
+inline std::vector<std::byte> read_bytes(const SVMSpan& m, std::size_t n) {
+    std::vector<std::byte> out(n);
+    REQUIRE(clEnqueueSVMMemcpy(OpenCLEnv::get().queue(), CL_TRUE, out.data(), m.get(), n, 0, nullptr, nullptr) ==
+            CL_SUCCESS);
+    return out;
+}
+// A block of OffsetArenaPool: its segment at its offset.
+inline void write_bytes(const Carved<OpenCLOffsetBackend>& m, const std::vector<std::byte>& data) {
+    REQUIRE(clEnqueueWriteBuffer(OpenCLEnv::get().queue(), m.segment()(), CL_TRUE, m.offset(), data.size(), data.data(),
+                                 0, nullptr, nullptr) == CL_SUCCESS);
+}
+inline std::vector<std::byte> read_bytes(const Carved<OpenCLOffsetBackend>& m, std::size_t n) {
+    std::vector<std::byte> out(n);
+    REQUIRE(clEnqueueReadBuffer(OpenCLEnv::get().queue(), m.segment()(), CL_TRUE, m.offset(), n, out.data(), 0, nullptr,
+                                nullptr) == CL_SUCCESS);
+    return out;
+}
 #endif
 
 }  // namespace clpool::test

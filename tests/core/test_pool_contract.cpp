@@ -11,7 +11,7 @@ using namespace clpool::test;
 #ifdef CLPOOL_HAS_OPENCL
 #define CLPOOL_OPENCL_POOLS                                                                          \
     , clpool::BufferPool, clpool::PinnedBufferPool, clpool::PersistentBufferPool, clpool::ArenaPool, \
-        clpool::PinnedArenaPool
+        clpool::PinnedArenaPool, clpool::OffsetArenaPool, clpool::SVMPool, clpool::SVMArenaPool
 #else
 #define CLPOOL_OPENCL_POOLS
 #endif

@@ -172,6 +172,57 @@ struct PinnedAccess {
         return mapped(b, n, CL_MAP_READ, [&](std::byte* p) { return stamped(p, n, token); });
     }
 };
+
+// SVM blocks: head and tail tokens by clEnqueueSVMMemcpy on the thread's own queue.
+struct SVMAccess {
+    cl::CommandQueue queue = own_queue();
+    void stamp(const SVMSpan& m, std::size_t n, std::uint64_t token) {
+        if (n == 0) return;
+        auto* p = static_cast<char*>(m.get());
+        cl_int e1 = clEnqueueSVMMemcpy(queue(), CL_FALSE, p, &token, std::min<std::size_t>(8, n), 0, nullptr, nullptr);
+        cl_int e2 = n >= 16 ? clEnqueueSVMMemcpy(queue(), CL_TRUE, p + n - 8, &token, 8, 0, nullptr, nullptr)
+                            : clFinish(queue());
+        if (e1 != CL_SUCCESS || e2 != CL_SUCCESS) throw std::runtime_error("SVM stamp write failed");
+    }
+    bool check(const SVMSpan& m, std::size_t n, std::uint64_t token) {
+        if (n == 0) return true;
+        auto* p = static_cast<char*>(m.get());
+        std::uint64_t head = 0, tail = token;
+        const std::size_t hn = std::min<std::size_t>(8, n);
+        cl_int e1 = clEnqueueSVMMemcpy(queue(), CL_FALSE, &head, p, hn, 0, nullptr, nullptr);
+        cl_int e2 = n >= 16 ? clEnqueueSVMMemcpy(queue(), CL_TRUE, &tail, p + n - 8, 8, 0, nullptr, nullptr)
+                            : clFinish(queue());
+        if (e1 != CL_SUCCESS || e2 != CL_SUCCESS) throw std::runtime_error("SVM stamp read failed");
+        return std::memcmp(&head, &token, hn) == 0 && tail == token;
+    }
+};
+
+// OffsetArenaPool's blocks: the same tokens written into the segment at the block's offset.
+struct OffsetAccess {
+    cl::CommandQueue queue = own_queue();
+    void stamp(const Carved<OpenCLOffsetBackend>& m, std::size_t n, std::uint64_t token) {
+        if (n == 0) return;
+        const std::size_t at = m.offset();
+        cl_int e1 = clEnqueueWriteBuffer(queue(), m.segment()(), CL_FALSE, at, std::min<std::size_t>(8, n), &token, 0,
+                                         nullptr, nullptr);
+        cl_int e2 =
+            n >= 16 ? clEnqueueWriteBuffer(queue(), m.segment()(), CL_TRUE, at + n - 8, 8, &token, 0, nullptr, nullptr)
+                    : clFinish(queue());
+        if (e1 != CL_SUCCESS || e2 != CL_SUCCESS) throw std::runtime_error("offset stamp write failed");
+    }
+    bool check(const Carved<OpenCLOffsetBackend>& m, std::size_t n, std::uint64_t token) {
+        if (n == 0) return true;
+        const std::size_t at = m.offset();
+        std::uint64_t head = 0, tail = token;
+        const std::size_t hn = std::min<std::size_t>(8, n);
+        cl_int e1 = clEnqueueReadBuffer(queue(), m.segment()(), CL_FALSE, at, hn, &head, 0, nullptr, nullptr);
+        cl_int e2 =
+            n >= 16 ? clEnqueueReadBuffer(queue(), m.segment()(), CL_TRUE, at + n - 8, 8, &tail, 0, nullptr, nullptr)
+                    : clFinish(queue());
+        if (e1 != CL_SUCCESS || e2 != CL_SUCCESS) throw std::runtime_error("offset stamp read failed");
+        return std::memcmp(&head, &token, hn) == 0 && tail == token;
+    }
+};
 #endif
 
 // A NoLock pool may be used by one thread at a time: the harness gives it an
@@ -431,6 +482,33 @@ TEST_CASE_TEMPLATE("stress: OpenCL sub-allocated, 8 threads" * doctest::timeout(
     report(f);
     check_end_state(pool, allocations);
     MESSAGE("opencl sub-allocated " << allocations << " allocations: " << pool.stats());
+}
+
+// SVM blocks carved by pointer arithmetic, and (segment, offset) blocks: no view guards
+// them, so two blocks that overlapped would lose each other's stamps.
+TEST_CASE_TEMPLATE("stress: SVM sub-allocated, 8 threads" * doctest::timeout(600), Locks, Striped<4>) {
+    using P = Pool<ArenaBuckets, DeviceLocal, Capped, Locks, SubAllocated<SVMBackend>>;
+    const std::size_t allocations = scaled(500'000) / thread_count * thread_count;
+    P pool(SubAllocated<SVMBackend>(SVMBackend(OpenCLEnv::get().context)), stress_caps);
+    Failures f;
+    hammer<P, SVMAccess>(pool, allocations, [] { return SVMAccess{}; }, f);
+    report(f);
+    check_end_state(pool, allocations);
+    CHECK(pool.stats().sub_buffers_made == 0);
+    MESSAGE("svm sub-allocated " << allocations << " allocations: " << pool.stats());
+}
+
+TEST_CASE_TEMPLATE("stress: OpenCL offset blocks, 8 threads" * doctest::timeout(600), Locks,
+                   ThreadCached<8, SingleMutex>) {
+    using P = Pool<ArenaBuckets, DeviceLocal, Capped, Locks, SubAllocated<OpenCLOffsetBackend>>;
+    const std::size_t allocations = scaled(500'000) / thread_count * thread_count;
+    P pool(SubAllocated<OpenCLOffsetBackend>(OpenCLOffsetBackend(OpenCLEnv::get().context)), stress_caps);
+    Failures f;
+    hammer<P, OffsetAccess>(pool, allocations, [] { return OffsetAccess{}; }, f);
+    report(f);
+    check_end_state(pool, allocations);
+    CHECK(pool.stats().sub_buffers_made == 0);
+    MESSAGE("opencl offset blocks " << allocations << " allocations: " << pool.stats());
 }
 
 // Device-local pools: stamps by enqueueWrite/ReadBuffer (head and tail only).
