@@ -9,6 +9,7 @@
 
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -242,6 +243,42 @@ TEST_CASE("a staging buffer under a pending copy is not handed out until the cop
     REQUIRE(clEnqueueReadBuffer(env.queue(), dst.buffer()(), CL_TRUE, 0, n, back.data(), 0, nullptr, nullptr) ==
             CL_SUCCESS);
     CHECK(back == expect);
+}
+
+// An arena miss that needs a new segment first gives the pool's cache back to the segments, so
+// that a hole may serve it. A buffer released with release_after whose command still runs is not
+// part of that: freeing it would wait for its events, and allocate() would block behind another
+// buffer's queued work ("the pool never waits"). The held command below waits on a user event that
+// a watchdog opens only after a long while, so a pool that waits returns late and finds it done.
+TEST_CASE_TEMPLATE("an arena miss that needs a new segment does not wait for a pending buffer's events", P, ArenaPool,
+                   BufferPool) {
+    auto& env = OpenCLEnv::get();
+    P pool(env.context);
+    const std::size_t n = 1u << 20;
+    std::vector<unsigned char> src(n, 0x7E);
+    Gate gate;
+    auto h = pool.allocate(n);
+    const cl::Event write = held_write(env.queue, h.buffer(), src, gate);
+    release_after(h, env.queue);
+    const std::size_t bucket = pool.bucket_size_for(n);
+    REQUIRE(pool.stats().bytes_pending == bucket);
+
+    std::atomic<bool> returned{false};
+    std::thread watchdog([&] {
+        for (int i = 0; i < 1000 && !returned.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        clSetUserEventStatus(gate.event(), CL_COMPLETE);  // unblocks a pool that waits
+    });
+    auto big = pool.allocate(8u << 20);  // no room in what the arena holds: a new segment
+    returned.store(true);
+    const cl_int status_at_return = status_of(write);
+    watchdog.join();
+    CHECK(big);
+    CHECK(status_at_return > CL_COMPLETE);  // allocate returned while the held command still waited
+    env.queue.finish();
+    // The pending buffer stayed the pool's, and is cached once its command has run.
+    const PoolStats s = pool.stats();
+    CHECK(s.bytes_pending == 0);
+    CHECK(s.bytes_cached == bucket);
 }
 
 #endif  // CLPOOL_HAS_OPENCL

@@ -251,9 +251,12 @@ private:
     // The cache back to the backend (each buffer an evict event at `where`):
     // trim()'s work but for its trim event and the arena's empty segments,
     // which a sub-allocating backend keeps when it only needs room to grow.
+    // With_pending false (a miss making room): buffers whose events still
+    // run stay pending, since freeing them would wait for those events.
+    template <bool with_pending = true>
     std::size_t give_cache_back(const site_type* where = nullptr) noexcept {
         front_.flush(lists_);  // the front's buffers join the shared lists
-        return lists_.trim(where);
+        return lists_.template trim<with_pending>(where);
     }
 
     // The miss: a new buffer from the backend (detail::pool_miss). Out of

@@ -214,6 +214,10 @@ public:
 
     // Gives every cached and pending buffer back to the driver; returns the
     // bytes. With a history, each buffer is an evict event (at `site`).
+    // With_pending false: the cached ones only, pending ones whose events
+    // have completed first joining them; those still running stay pending
+    // (freeing them would wait for their events).
+    template <bool with_pending = true>
     std::size_t trim(const site_type* site = nullptr) noexcept {
         list_type doomed;
         std::size_t freed = 0;
@@ -222,7 +226,11 @@ public:
             lock_type lock(s.mutex);
             for (std::size_t i = si; i < buckets_.size(); i += Locks::stripes) {
                 auto& bucket = buckets_[i];
+                if constexpr (!with_pending) {
+                    if (!bucket.pending.empty()) reap_pending(bucket, s.counters);
+                }
                 for (auto* list : {&bucket.free, &bucket.pending}) {
+                    if (!with_pending && list == &bucket.pending) continue;
                     for (auto& b : *list) {
                         freed += b.bucket_bytes;
                         if constexpr (Diag::enabled) {
@@ -232,9 +240,11 @@ public:
                     }
                     doomed.splice(doomed.end(), *list);
                 }
-                s.counters.on_trim(bucket.counts);
+                if constexpr (with_pending) s.counters.on_trim(bucket.counts);
+                else s.counters.on_trim_cached(bucket.counts);
             }
-            const std::size_t stripe_idle = s.counters.drop_idle_bytes();
+            const std::size_t stripe_idle =
+                with_pending ? s.counters.drop_idle_bytes() : s.counters.drop_cached_bytes();
             idle_total_.sub(stripe_idle);
             held_.sub(stripe_idle);
         }

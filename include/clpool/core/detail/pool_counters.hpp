@@ -91,6 +91,17 @@ struct stripe_counters {
         b.cached = 0;
         b.pending = 0;
     }
+    // The bucket's cached buffers only given back (its pending ones stay).
+    void on_trim_cached(bucket_counts& b) noexcept {
+        driver_frees += b.cached;
+        b.cached = 0;
+    }
+    // The stripe's cached bytes, now zero (its pending bytes stay).
+    std::size_t drop_cached_bytes() noexcept {
+        const std::size_t idle = bytes_cached;
+        bytes_cached = 0;
+        return idle;
+    }
     // The stripe's cached and pending bytes, now zero.
     std::size_t drop_idle_bytes() noexcept {
         const std::size_t idle = bytes_cached + bytes_pending;

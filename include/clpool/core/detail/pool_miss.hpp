@@ -65,7 +65,7 @@ private:
         if constexpr (backend_traits<typename Pool::backend_type>::sub_allocates) {
             auto held = p.backend_.allocate_held(bytes, p.kind_);
             if (held.status == AllocStatus::ok) return held;
-            given_back += p.give_cache_back();
+            given_back += p.template give_cache_back<false>();  // never waits on a pending buffer's events
             held = p.backend_.allocate_held(bytes, p.kind_);
             if (held.status == AllocStatus::ok) return held;
         } else {
