@@ -23,6 +23,11 @@ bool read_report_setting() {
     return *s.value;
 }
 
+// Hits as a percentage of hits and misses; 0 with neither.
+double rate_of(std::uint64_t hits, std::uint64_t misses) {
+    return hits + misses ? 100.0 * static_cast<double>(hits) / static_cast<double>(hits + misses) : 0.0;
+}
+
 // Makes no OpenCL call: runs at exit. Waits briefly for the lock, then gives up.
 void report(State& st) {
     std::unique_lock lock(st.mu, std::defer_lock);
@@ -36,11 +41,14 @@ void report(State& st) {
     for (auto& [c, cs] : st.contexts) {
         for (auto& [flags, pool] : cs->pools) {
             const auto s = pool->stats();
+            // As in the total: a bucket sent back to wait for its fence was not a reuse.
+            const auto r = cs->rewaits.find(pool.get());
+            const std::uint64_t pool_hits = s.hits - (r == cs->rewaits.end() ? 0 : std::min(r->second, s.hits));
             std::fprintf(stderr,
                          "clpool: ctx 0x%x flags 0x%" PRIx64 ": hits %" PRIu64 " misses %" PRIu64
                          " hit_rate %.1f%% held %zu B cached %zu B evictions %" PRIu64 "\n",
-                         cs->token, static_cast<std::uint64_t>(flags), s.hits, s.misses, 100.0 * s.hit_rate(),
-                         s.bytes_allocated, s.bytes_cached, s.evictions);
+                         cs->token, static_cast<std::uint64_t>(flags), pool_hits, s.misses,
+                         rate_of(pool_hits, s.misses), s.bytes_allocated, s.bytes_cached, s.evictions);
             hits += s.hits;
             misses += s.misses;
             evictions += s.evictions;
@@ -51,7 +59,7 @@ void report(State& st) {
         }
     }
     hits -= st.rewaits;  // a bucket sent back to wait for its fence was not a reuse
-    const double rate = hits + misses ? 100.0 * static_cast<double>(hits) / static_cast<double>(hits + misses) : 0.0;
+    const double rate = rate_of(hits, misses);
     std::fprintf(stderr,
                  "clpool: interposer (%s) total: hits %" PRIu64 " misses %" PRIu64 " hit_rate %.1f%% evictions %" PRIu64
                  " held %zu B cached %zu B pending %zu B peak_pool_held %zu B passthrough %" PRIu64

@@ -285,6 +285,16 @@ void unpark(State& st, ContextState& cs, std::vector<DueCallbacks>& due) noexcep
     }
 }
 
+// A bucket a pool handed out that goes back to wait for a fence: counted in
+// all and per pool (the exit report), the latter lost out of host memory.
+static void note_rewait(State& st, ContextState& cs, const PoolT* pool) noexcept {
+    ++st.rewaits;
+    try {
+        ++cs.rewaits[pool];
+    } catch (...) {  // the pool's line then counts it as a hit
+    }
+}
+
 // A bucket whose tombstone is gone while its old owner's commands may still
 // run: a tombstone again, back in its pool behind everything enqueued so far.
 static reissue refence(State& st, const std::shared_ptr<ContextState>& cs, PoolT::handle& h) noexcept {
@@ -297,7 +307,7 @@ static reissue refence(State& st, const std::shared_ptr<ContextState>& cs, PoolT
         const std::vector<cl::Event> events = adopt(cs->order.completion());
         MemRec* rec = owned.get();
         st.mems.emplace(rec->mem, std::move(owned));
-        ++st.rewaits;
+        note_rewait(st, *cs, h.pool());
         put_back(st, rec, h, events);
         return reissue::wait;
     } catch (...) {
@@ -315,7 +325,7 @@ reissue check_reissue(State& st, const std::shared_ptr<ContextState>& cs, PoolT:
         reuse::Reissue r = cs->order.reissue(rec->reuse, core_writes);
         if (!r.wait) return reissue::ok;
         const std::vector<cl::Event> events = adopt(r.events);
-        ++st.rewaits;
+        note_rewait(st, *cs, h.pool());
         put_back(st, rec, h, events);
         return reissue::wait;
     } catch (...) {

@@ -43,6 +43,9 @@ struct ContextState {
     reuse::ContextOrder order{reuse::opencl_driver()};      // the application's live queues, and when reuse is safe
     cl_command_queue writer = nullptr;                      // the core's queue for CL_MEM_COPY_HOST_PTR data
     std::vector<cl_mem> parked;  // released buckets the driver still counts another holder of (let_go)
+    // Per pool: buckets it handed out that went back to wait for a fence (check_reissue), which
+    // its stats count as hits; the exit report leaves them out of the pool's line, as of the total.
+    std::map<const PoolT*, std::uint64_t> rewaits;
 };
 
 struct MemRec {

@@ -25,6 +25,17 @@ foreach(mode preload layer)
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/tests/report_and_trace.sh $<TARGET_FILE:interpose_semantics> ${_lib} ${mode})
 endforeach()
 
+# The exit report's per-pool hits leave out rewaits, as its total does (the pools' hits add up to it).
+add_executable(interpose_report_rewait ${CMAKE_CURRENT_SOURCE_DIR}/tests/interpose_report_rewait.c)
+target_link_libraries(interpose_report_rewait PRIVATE OpenCL::OpenCL clpool_warnings ${CMAKE_DL_LIBS})
+add_dependencies(interpose_semantics interpose_report_rewait)
+add_test(NAME interpose_report_rewait.plain COMMAND interpose_report_rewait)
+foreach(mode preload layer)
+  add_test(NAME interpose_report_rewait.${mode}
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/tests/report_rewait.sh $<TARGET_FILE:interpose_report_rewait>
+                   ${_lib} ${mode})
+endforeach()
+
 # CLPOOL_SNAPSHOT: the snapshot on SIGUSR1 and at exit (snapshot_check.py runs the program).
 add_executable(interpose_snapshot ${CMAKE_CURRENT_SOURCE_DIR}/tests/interpose_snapshot.c)
 target_link_libraries(interpose_snapshot PRIVATE OpenCL::OpenCL clpool_warnings ${CMAKE_DL_LIBS})
