@@ -49,6 +49,7 @@ CLPOOL_COUNT(cl_int, clWaitForEvents, (cl_uint n, const cl_event* e), (n, e))
 CLPOOL_COUNT(cl_int, clGetEventInfo, (cl_event e, cl_event_info i, size_t s, void* v, size_t* r), (e, i, s, v, r))
 CLPOOL_COUNT(cl_int, clGetCommandQueueInfo, (cl_command_queue q, cl_command_queue_info i, size_t s, void* v, size_t* r),
              (q, i, s, v, r))
+CLPOOL_COUNT(void, clSVMFree, (cl_context c, void* p), (c, p))
 CLPOOL_COUNT(cl_mem, clCreateBuffer, (cl_context c, cl_mem_flags f, size_t n, void* p, cl_int* e), (c, f, n, p, e))
 CLPOOL_COUNT(cl_command_queue, clCreateCommandQueue,
              (cl_context c, cl_device_id d, cl_command_queue_properties p, cl_int* e), (c, d, p, e))
@@ -426,6 +427,11 @@ int fork_case() {
     { auto cached = pool.allocate(2 << 20); }
     auto* own = new clpool::BufferPool(d.context());  // a pool the program owns
     { auto cached = own->allocate(1000); }
+    auto* svm_arena = new clpool::SVMArenaPool(d.context());  // SVM: freed by clSVMFree, no reference count
+    auto svm_held = svm_arena->allocate(3000);
+    { auto cached = svm_arena->allocate(5000); }
+    auto* svm_whole = new clpool::SVMPool(d.context());
+    { auto cached = svm_whole->allocate(4096); }
     auto& host_pool = clpool::get_host_buffer_pool();
     auto host_held = host_pool.allocate(100);
     busy_queue busy(d);  // the parent's queue is busy across the fork
@@ -445,6 +451,10 @@ int fork_case() {
         in_use.release();
         say("child: trim gave back " + std::to_string(pool.trim()));
         delete own;
+        svm_held.release();
+        svm_arena->trim();
+        delete svm_arena;
+        delete svm_whole;
         say(std::string("child: device usable: ") + (d.usable() ? "1" : "0"));
         try {
             d.buffer_pool();
@@ -490,6 +500,9 @@ int fork_case() {
     say(std::string("parent: keeps working: ") +
         (ok && pool.stats().hits == hits_before + 1 && busy.status() == CL_COMPLETE ? "1" : "0"));
     delete own;
+    svm_held.release();
+    delete svm_arena;
+    delete svm_whole;
     return 0;
 }
 
