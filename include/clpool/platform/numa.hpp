@@ -17,12 +17,14 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdio>
+#include <exception>
 #include <fstream>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #if defined(__linux__)

@@ -4,6 +4,7 @@
 #include <clpool/platform/numa.hpp>
 #include <clpool/platform/opencl.hpp>
 
+#include <cstddef>
 #include <mutex>
 #include <optional>
 #include <utility>
