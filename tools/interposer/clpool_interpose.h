@@ -29,6 +29,24 @@ typedef struct clpool_interpose_counters {
 int clpool_interpose_get_counters(clpool_interpose_counters* out);
 typedef int (*clpool_interpose_get_counters_fn)(clpool_interpose_counters* out);
 
+/* Shared virtual memory: clSVMAlloc, clSVMFree and clEnqueueSVMFree (open and closed pools). */
+typedef struct clpool_interpose_svm_counters {
+    uint64_t pooled;        /* clSVMAlloc calls served by a pool */
+    uint64_t passthrough;   /* clSVMAlloc calls the driver served: fine-grained, large alignment, size 0, ... */
+    uint64_t fallbacks;     /* poolable clSVMAlloc calls the pool could not serve (then passed through) */
+    uint64_t driver_frees;  /* pointers freed by the driver: not the interposer's (clSVMFree, clEnqueueSVMFree) */
+    uint64_t hits;          /* pooled allocations served from a cached one */
+    uint64_t misses;        /* pooled allocations that asked the driver */
+    uint64_t live;          /* pooled SVM pointers the application holds */
+    uint64_t bytes_held;    /* bytes held from the driver by the open SVM pools */
+    uint64_t bytes_cached;  /* idle bytes ready for reuse */
+    uint64_t bytes_pending; /* freed bytes waiting for their clEnqueueSVMFree to run */
+} clpool_interpose_svm_counters;
+
+/* Fills *out; returns 0 (1 out of host memory). Thread-safe; makes no OpenCL call. */
+int clpool_interpose_get_svm_counters(clpool_interpose_svm_counters* out);
+typedef int (*clpool_interpose_get_svm_counters_fn)(clpool_interpose_svm_counters* out);
+
 #ifdef __cplusplus
 }
 #endif

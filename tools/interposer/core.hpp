@@ -81,6 +81,20 @@ cl_int enqueue_copy_buffer_to_image(cl_command_queue q, cl_mem src, cl_mem dst_i
                                     const size_t* dst_origin, const size_t* region, cl_uint nwait, const cl_event* wait,
                                     cl_event* event);
 
+// Shared virtual memory (OpenCL 2.0): coarse-grained allocations come from a pool per (context,
+// access flags) as whole allocations, so the pointer is one the driver made and every other SVM
+// call passes through unchanged. Fine-grained or atomic flags, an alignment above the pool's, size
+// 0 and contexts the core does not track go to the driver; so does a free of a pointer the core
+// did not hand out.
+using svm_free_notify = void(CL_CALLBACK*)(cl_command_queue, cl_uint, void**, void*);
+void* svm_alloc(cl_context c, cl_svm_mem_flags flags, size_t size, cl_uint alignment);
+void svm_free(cl_context c, void* p);
+// Pooled pointers go back to their pool behind the command's event; the driver frees the
+// others when the command runs. With pfn_free_func the application frees them all itself: it is
+// called as the driver would call it, as the application (its clSVMFree calls reach the core).
+cl_int enqueue_svm_free(cl_command_queue q, cl_uint n, void* ptrs[], svm_free_notify pfn_free_func, void* user_data,
+                        cl_uint nwait, const cl_event* wait, cl_event* event);
+
 // Extension lookups, passed on; asking for cl_khr_command_buffer makes the
 // core watch the driver's count of released buffers (a recording holds them).
 void* get_extension_function_address_for_platform(cl_platform_id p, const char* name);

@@ -148,6 +148,19 @@ cl_int CL_API_CALL l_copy_buffer_to_image(cl_command_queue q, cl_mem s, cl_mem d
                      : core::enqueue_copy_buffer_to_image(q, s, d, so, dO, r, n, w, e);
 }
 
+void* CL_API_CALL l_svm_alloc(cl_context c, cl_svm_mem_flags f, size_t n, cl_uint a) {
+    return in_core() ? below().clSVMAlloc(c, f, n, a) : core::svm_alloc(c, f, n, a);
+}
+void CL_API_CALL l_svm_free(cl_context c, void* p) {
+    if (in_core()) below().clSVMFree(c, p);
+    else core::svm_free(c, p);
+}
+cl_int CL_API_CALL l_enqueue_svm_free(cl_command_queue q, cl_uint n, void* p[], core::svm_free_notify f, void* u,
+                                      cl_uint nw, const cl_event* w, cl_event* e) {
+    return in_core() ? below().clEnqueueSVMFree(q, n, p, f, u, nw, w, e)
+                     : core::enqueue_svm_free(q, n, p, f, u, nw, w, e);
+}
+
 }  // namespace
 }  // namespace clpool::interpose
 
@@ -231,6 +244,11 @@ CLPOOL_EXPORT cl_int CL_API_CALL clInitLayer(cl_uint num_entries, const cl_icd_d
         layer_table.clCreateBufferWithProperties = l_create_buffer_with_properties;
     if (n * sizeof(void*) > offsetof(cl_icd_dispatch, clCreateImageWithProperties))
         layer_table.clCreateImageWithProperties = l_create_image_with_properties;
+    if (n * sizeof(void*) > offsetof(cl_icd_dispatch, clEnqueueSVMFree)) {  // OpenCL 2.0: all three or none
+        layer_table.clSVMAlloc = l_svm_alloc;
+        layer_table.clSVMFree = l_svm_free;
+        layer_table.clEnqueueSVMFree = l_enqueue_svm_free;
+    }
     *layer_dispatch_ret = &layer_table;
     *num_entries_ret = static_cast<cl_uint>(n);
     return CL_SUCCESS;

@@ -52,4 +52,9 @@ static_assert(Backend<WatchedBackend>);
 // Diagnostics: CLPOOL_SNAPSHOT writes each pool's snapshot (snapshot_writer.cpp), as the named pools have them.
 using PoolT = Pool<PowerOfTwoBuckets, DeviceLocal, RecordingCapped, SingleMutex, WatchedBackend, Diagnostics>;
 
+// The pool behind clSVMAlloc per (context, access flags): SVMPool's whole allocations in power-of-two
+// buckets, capped as the buffer pools are. The core keeps no record of a cached allocation (OpenCL
+// counts no references to an SVM pointer), so the pool's own trim and cap need no adapter.
+using SVMPoolT = Pool<PowerOfTwoBuckets, DeviceLocal, EnvironmentCapped, SingleMutex, SVMBackend, Diagnostics>;
+
 }  // namespace clpool::interpose

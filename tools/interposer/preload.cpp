@@ -56,6 +56,9 @@ const cl_icd_dispatch& down() noexcept {
         find(preload_next.clEnqueueCopyBufferRect, "clEnqueueCopyBufferRect");
         find(preload_next.clEnqueueCopyImageToBuffer, "clEnqueueCopyImageToBuffer");
         find(preload_next.clEnqueueCopyBufferToImage, "clEnqueueCopyBufferToImage");
+        find(preload_next.clSVMAlloc, "clSVMAlloc");
+        find(preload_next.clSVMFree, "clSVMFree");
+        find(preload_next.clEnqueueSVMFree, "clEnqueueSVMFree");
         if (!preload_next.clCreateBuffer || !preload_next.clReleaseMemObject) {
             std::fprintf(stderr, "clpool: libclpool_interpose found no OpenCL library below it (%s)\n", dlerror());
             std::abort();  // nothing to forward to: every OpenCL call would fail
@@ -266,4 +269,20 @@ CLPOOL_EXPORT void* CL_API_CALL clEnqueueMapBuffer(cl_command_queue q, cl_mem m,
         return nullptr;
     }
     return core::enqueue_map_buffer(q, m, b, f, o, n, nw, w, e, err);
+}
+CLPOOL_EXPORT void* CL_API_CALL clSVMAlloc(cl_context c, cl_svm_mem_flags f, size_t n, cl_uint a) {
+    if (forward() || !down().clSVMAlloc) return down().clSVMAlloc ? down().clSVMAlloc(c, f, n, a) : nullptr;
+    return core::svm_alloc(c, f, n, a);
+}
+CLPOOL_EXPORT void CL_API_CALL clSVMFree(cl_context c, void* p) {
+    if (forward() || !down().clSVMFree) {
+        if (down().clSVMFree) down().clSVMFree(c, p);
+        return;
+    }
+    core::svm_free(c, p);
+}
+CLPOOL_EXPORT cl_int CL_API_CALL clEnqueueSVMFree(cl_command_queue q, cl_uint n, void* p[], core::svm_free_notify f,
+                                                  void* u, cl_uint nw, const cl_event* w, cl_event* e) {
+    CLPOOL_FORWARD(clEnqueueSVMFree, q, n, p, f, u, nw, w, e);
+    return core::enqueue_svm_free(q, n, p, f, u, nw, w, e);
 }

@@ -104,6 +104,8 @@ void run_due(std::vector<DueCallbacks>& due) noexcept {
 void give_back(State& st, ContextState& cs) {
     drop_tombstones(st, [&](const MemRec* r) { return r->ctx.get() == &cs; });
     for (auto& [flags, pool] : cs.pools) pool->trim();
+    for (auto& [flags, pool] : cs.svm_pools)  // device memory either way
+        if (pool) pool->trim();
 }
 
 std::shared_ptr<PoolT> pool_for(ContextState& cs, cl_mem_flags key) {
@@ -136,13 +138,14 @@ std::shared_ptr<ContextState> open_context(State& st, cl_context c) {
 
 // Reading a pool's stats allocates; out of host memory the closing pool's
 // counts are lost to the totals (said on stderr) rather than the release failing.
-static void fold_stats(State& st, const PoolT& pool) noexcept {
+template <class P>
+static void fold_stats(Totals& closed, const P& pool) noexcept {
     try {
         const auto s = pool.stats();
-        st.closed.hits += s.hits;
-        st.closed.misses += s.misses;
-        st.closed.evictions += s.evictions;
-        st.closed.peak_held = std::max(st.closed.peak_held, s.peak_bytes_allocated);
+        closed.hits += s.hits;
+        closed.misses += s.misses;
+        closed.evictions += s.evictions;
+        closed.peak_held = std::max(closed.peak_held, s.peak_bytes_allocated);
     } catch (...) {
         std::fprintf(stderr, "clpool: out of host memory: a closed pool's hits and misses are not in the totals\n");
     }
@@ -157,8 +160,11 @@ void close_context(State& st, const std::shared_ptr<ContextState>& cs, std::vect
         }
     cs->parked.clear();
     drop_tombstones(st, [&](const MemRec* r) { return r->ctx == cs; });
-    for (auto& [flags, pool] : cs->pools) fold_stats(st, *pool);
+    for (auto& [flags, pool] : cs->pools) fold_stats(st.closed, *pool);
     cs->pools.clear();  // buffers still lent become orphans, freed on release
+    for (auto& [flags, pool] : cs->svm_pools)
+        if (pool) fold_stats(st.svm_closed, *pool);
+    cs->svm_pools.clear();  // SVM pointers still lent are freed at the application's clSVMFree
     cs->order.close();
     if (cs->writer) next().clReleaseCommandQueue(cs->writer);
     cs->writer = nullptr;

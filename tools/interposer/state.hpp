@@ -46,6 +46,14 @@ struct ContextState {
     // Per pool: buckets it handed out that went back to wait for a fence (check_reissue), which
     // its stats count as hits; the exit report leaves them out of the pool's line, as of the total.
     std::map<const PoolT*, std::uint64_t> rewaits;
+    // clSVMAlloc's pools, per access flags; nullptr: the device cannot serve them (the driver does).
+    std::map<cl_mem_flags, std::shared_ptr<SVMPoolT>> svm_pools;
+};
+
+// An SVM allocation the application holds, served by a pool (api_svm.cpp).
+struct SVMRec {
+    SVMPoolT::handle block;
+    std::shared_ptr<ContextState> ctx;
 };
 
 struct MemRec {
@@ -81,10 +89,14 @@ struct State {
     std::unordered_map<cl_context, std::shared_ptr<ContextState>> contexts;
     std::unordered_map<cl_command_queue, QueueRec> queues;
     std::unordered_map<cl_mem, std::unique_ptr<MemRec>> mems;
+    std::unordered_map<void*, SVMRec> svm;  // pooled SVM pointers the application holds, by pointer
     Totals closed;
     unsigned next_token = 0;
     std::uint64_t rewaits = 0;  // buckets a pool handed out that went back to wait for a fence (counted as hits)
     std::atomic<std::uint64_t> passthrough{0}, fallbacks{0}, sub_buffers{0}, oom_retries{0};
+    // clSVMAlloc / clSVMFree / clEnqueueSVMFree (clpool_interpose_get_svm_counters).
+    std::atomic<std::uint64_t> svm_pooled{0}, svm_passthrough{0}, svm_fallbacks{0}, svm_driver_frees{0};
+    Totals svm_closed;  // stats of SVM pools already destroyed
     // The application looked up cl_khr_command_buffer: a recording may hold a
     // buffer the core never sees, so a release asks the driver's count (let_go).
     std::atomic<bool> watch_driver_refs{false};

@@ -13,6 +13,7 @@
 
 /* NULL when the program runs without the interposer. */
 static clpool_interpose_get_counters_fn get_counters = NULL;
+static clpool_interpose_get_svm_counters_fn get_svm_counters = NULL;
 
 /* Finds the interposer's counters when CLPOOL_INTERPOSER is set. Returns 0, or 1 (with a
  * message) when it names a library this process has not loaded: the test was meant to run
@@ -22,6 +23,7 @@ static inline int find_interposer(void) {
     if (!lib || !*lib) return 0;
     void* h = dlopen(lib, RTLD_NOW | RTLD_NOLOAD);
     get_counters = h ? (clpool_interpose_get_counters_fn)dlsym(h, "clpool_interpose_get_counters") : NULL;
+    get_svm_counters = h ? (clpool_interpose_get_svm_counters_fn)dlsym(h, "clpool_interpose_get_svm_counters") : NULL;
     if (get_counters) return 0;
     fprintf(stderr, "CLPOOL_INTERPOSER=%s but it is not loaded\n", lib);
     return 1;
@@ -32,6 +34,14 @@ static inline clpool_interpose_counters counters(void) {
     clpool_interpose_counters c;
     memset(&c, 0, sizeof c);
     if (get_counters) get_counters(&c);
+    return c;
+}
+
+/* The SVM counters now (all zero without the interposer). */
+static inline clpool_interpose_svm_counters svm_counters(void) {
+    clpool_interpose_svm_counters c;
+    memset(&c, 0, sizeof c);
+    if (get_svm_counters) get_svm_counters(&c);
     return c;
 }
 

@@ -2,7 +2,7 @@
 # and as an OpenCL layer. CLPOOL_INTERPOSER tells a program the interposer must be there.
 enable_language(C)
 set(_lib $<TARGET_FILE:clpool_interpose>)
-foreach(prog interpose_semantics interpose_fences interpose_holders interpose_conformance interpose_fork)
+foreach(prog interpose_semantics interpose_fences interpose_holders interpose_conformance interpose_fork interpose_svm)
   add_executable(${prog} ${CMAKE_CURRENT_SOURCE_DIR}/tests/${prog}.c)
   target_link_libraries(${prog} PRIVATE OpenCL::OpenCL)
   target_link_libraries(${prog} PRIVATE clpool_warnings)
@@ -16,7 +16,8 @@ endforeach()
 
 # Built with interpose_semantics, so scripts that build only that target (benchmarks/gpu/interposer.sh)
 # still find every program `ctest -R interpose` runs.
-add_dependencies(interpose_semantics interpose_fences interpose_holders interpose_conformance interpose_fork)
+add_dependencies(interpose_semantics interpose_fences interpose_holders interpose_conformance interpose_fork
+                 interpose_svm)
 
 # The exit report (CLPOOL_REPORT=1) and the trace (CLPOOL_TRACE), from both fronts.
 find_package(Python3 COMPONENTS Interpreter REQUIRED)
