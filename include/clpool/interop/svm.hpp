@@ -1,7 +1,8 @@
-// Kernel arguments from pooled handles, and host access to shared virtual memory (clEnqueueSVMMap).
+// Kernel arguments from pooled handles (buffers, SVM, USM), and host access to shared virtual memory (clEnqueueSVMMap).
 #pragma once
 
 #include <clpool/backends/svm.hpp>
+#include <clpool/backends/usm.hpp>
 #include <clpool/core/errors.hpp>
 #include <clpool/core/handle.hpp>
 #include <clpool/platform/opencl.hpp>
@@ -22,14 +23,24 @@ inline void set_kernel_arg(const cl::Kernel& kernel, cl_uint index, const SVMSpa
                   ("clSetKernelArgSVMPointer (argument " + std::to_string(index) + ")").c_str());
 }
 
-// Sets kernel argument `index` to a pooled handle's memory: the SVM pointer
-// of an SVM pool's block, else the handle's cl::Buffer (clSetKernelArg). A
+// Sets kernel argument `index` to a USM pointer (clSetKernelArgMemPointerINTEL).
+// Throws usage_error for an empty span, driver_error naming the index when refused.
+inline void set_kernel_arg(const cl::Kernel& kernel, cl_uint index, const USMSpan& span) {
+    if (!span.calls())
+        throw usage_error("clpool: kernel argument " + std::to_string(index) + " from an empty USM span");
+    opencl::check(span.calls()->set_kernel_arg(kernel(), index, span.get()),
+                  ("clSetKernelArgMemPointerINTEL (argument " + std::to_string(index) + ")").c_str());
+}
+
+// Sets kernel argument `index` to a pooled handle's memory: the pointer of an
+// SVM or USM pool's block, else the handle's cl::Buffer (clSetKernelArg). A
 // block of OffsetArenaPool is two arguments, the segment and the offset:
 // `set_kernel_arg(k, i, h.buffer().segment())` and
 // `k.setArg(i + 1, cl_ulong(h.buffer().offset()))`. Throws usage_error for an
 // empty handle, driver_error when the driver refuses the argument.
 template <class Pool>
     requires std::derived_from<typename Pool::memory_type, SVMSpan> ||
+             std::derived_from<typename Pool::memory_type, USMSpan> ||
              std::derived_from<typename Pool::memory_type, cl::Buffer>
 void set_kernel_arg(const cl::Kernel& kernel, cl_uint index, const Handle<Pool>& h) {
     if (!h)
@@ -37,6 +48,8 @@ void set_kernel_arg(const cl::Kernel& kernel, cl_uint index, const Handle<Pool>&
                           " from an empty handle (it holds no memory)");
     if constexpr (std::derived_from<typename Pool::memory_type, SVMSpan>) {
         set_kernel_arg(kernel, index, static_cast<const SVMSpan&>(h.buffer()));
+    } else if constexpr (std::derived_from<typename Pool::memory_type, USMSpan>) {
+        set_kernel_arg(kernel, index, static_cast<const USMSpan&>(h.buffer()));
     } else {
         const cl_mem mem = static_cast<const cl::Buffer&>(h.buffer())();
         opencl::check(clSetKernelArg(kernel(), index, sizeof mem, &mem),

@@ -9,6 +9,7 @@
 #include <clpool/interop/detail/parallel_copy.hpp>
 #include <clpool/backends/pinned_ranges.hpp>
 #include <clpool/backends/svm.hpp>
+#include <clpool/backends/usm.hpp>
 #include <clpool/platform/opencl_svm.hpp>
 
 #include <algorithm>
@@ -113,11 +114,12 @@ inline cl_context queue_context(const cl::CommandQueue& q) {
 }
 
 // Where a transfer's device bytes are: a cl_mem at base + offset, or an SVM
-// pointer (base + offset bytes from it).
+// pointer (base + offset bytes from it), or a USM one with its platform's calls.
 struct device_range {
     cl_mem buffer = nullptr;
-    char* svm = nullptr;
+    char* svm = nullptr;  // SVM, or USM where `usm` is set
     std::size_t base = 0;
+    const opencl::usm_functions* usm = nullptr;
 };
 
 // One copy between host memory and the device range at `off`:
@@ -125,6 +127,9 @@ struct device_range {
 inline cl_int enqueue_copy(cl_command_queue q, bool write, const device_range& dev, std::size_t off, void* host,
                            std::size_t n, cl_bool blocking, cl_uint waits, const cl_event* wait_list, cl_event* ev) {
     const std::size_t at = dev.base + off;
+    if (dev.usm)
+        return write ? dev.usm->memcpy(q, blocking, dev.svm + at, host, n, waits, wait_list, ev)
+                     : dev.usm->memcpy(q, blocking, host, dev.svm + at, n, waits, wait_list, ev);
     if (dev.svm)
         return write ? clEnqueueSVMMemcpy(q, blocking, dev.svm + at, host, n, waits, wait_list, ev)
                      : clEnqueueSVMMemcpy(q, blocking, host, dev.svm + at, n, waits, wait_list, ev);
@@ -132,6 +137,7 @@ inline cl_int enqueue_copy(cl_command_queue q, bool write, const device_range& d
                  : clEnqueueReadBuffer(q, dev.buffer, blocking, at, n, host, waits, wait_list, ev);
 }
 inline const char* copy_call(bool write, const device_range& dev) noexcept {
+    if (dev.usm) return "clEnqueueMemcpyINTEL";
     if (dev.svm) return "clEnqueueSVMMemcpy";
     return write ? "clEnqueueWriteBuffer" : "clEnqueueReadBuffer";
 }
@@ -331,7 +337,7 @@ inline cl::Event staged_upload(const cl::CommandQueue& q, MappedPinnedPool& pool
         opencl::check(enqueue_copy(q(), true, dev, dev_off + off, s.ptr, len, CL_FALSE,
                                    first ? static_cast<cl_uint>(raw_wait.size()) : 0,
                                    first && !raw_wait.empty() ? raw_wait.data() : nullptr, &ev),
-                      dev.svm ? "clEnqueueSVMMemcpy (staged)" : "clEnqueueWriteBuffer (staged)");
+                      copy_call(true, dev));
         s.last = cl::Event(ev, false);
         issued.push_back(s.last);
         clFlush(q());
@@ -358,7 +364,7 @@ inline cl::Event staged_download(const cl::CommandQueue& q, MappedPinnedPool& po
         opencl::check(enqueue_copy(q(), false, dev, dev_off + off, s.ptr, len, CL_FALSE,
                                    first ? static_cast<cl_uint>(raw_wait.size()) : 0,
                                    first && !raw_wait.empty() ? raw_wait.data() : nullptr, &ev),
-                      dev.svm ? "clEnqueueSVMMemcpy (staged)" : "clEnqueueReadBuffer (staged)");
+                      copy_call(false, dev));
         s.last = cl::Event(ev, false);
         clFlush(q());
     };
@@ -487,6 +493,7 @@ namespace detail {
 template <class Memory>
 device_range range_of(const Memory& m) noexcept {
     if constexpr (std::derived_from<Memory, SVMSpan>) return {nullptr, static_cast<char*>(m.get()), 0};
+    else if constexpr (std::derived_from<Memory, USMSpan>) return {nullptr, static_cast<char*>(m.get()), 0, m.calls()};
     else if constexpr (requires {
                            { m.segment() } -> std::convertible_to<const cl::Buffer&>;
                            { m.offset() } -> std::same_as<std::size_t>;
@@ -495,15 +502,15 @@ device_range range_of(const Memory& m) noexcept {
     else return {m(), nullptr, 0};
 }
 template <class Memory>
-concept transferable_memory =
-    std::same_as<Memory, cl::Buffer> || std::derived_from<Memory, SVMSpan> || requires(const Memory& m) {
-        { m.segment() } -> std::convertible_to<const cl::Buffer&>;
-        { m.offset() } -> std::same_as<std::size_t>;
-    };
+concept transferable_memory = std::same_as<Memory, cl::Buffer> || std::derived_from<Memory, SVMSpan> ||
+                              std::derived_from<Memory, USMSpan> || requires(const Memory& m) {
+                                  { m.segment() } -> std::convertible_to<const cl::Buffer&>;
+                                  { m.offset() } -> std::same_as<std::size_t>;
+                              };
 }  // namespace detail
 
 // The same for a pooled handle of any OpenCL pool (BufferPool, the arenas,
-// OffsetArenaPool, the SVM pools): the range is checked against h.nbytes()
+// OffsetArenaPool, the SVM and USM pools): the range is checked against h.nbytes()
 // (the caller's part of the block), not the larger bucket. An SVM handle's
 // copies are clEnqueueSVMMemcpy, staged through pinned memory as above.
 template <class Pool>

@@ -6,6 +6,7 @@
 #include <clpool/backends/opencl.hpp>
 #include <clpool/backends/opencl_offsets.hpp>
 #include <clpool/backends/svm.hpp>
+#include <clpool/backends/usm.hpp>
 #include <clpool/core/backend.hpp>
 #include <clpool/core/handle.hpp>
 
@@ -40,6 +41,11 @@ using OffsetArenaPool = BasicArenaPool<OpenCLOffsetBackend>;
 // pointer arithmetic, with no driver call per block (docs/SVM.md).
 using SVMPool = BasicBufferPool<SVMBackend>;
 using SVMArenaPool = BasicArenaPool<SVMBackend>;
+// Intel unified shared memory (cl_intel_unified_shared_memory: Intel GPUs,
+// PoCL 4+): device USM by default (USMBackend(context, USMKind::shared) for
+// shared); h.buffer().as<float>() is the pointer. The same two pools as SVM.
+using USMPool = BasicBufferPool<USMBackend>;
+using USMArenaPool = BasicArenaPool<USMBackend>;
 
 // OpenCL has no sub-buffer of a sub-buffer, and a sub-allocated block is one:
 // clCreateSubBuffer on h.buffer() fails with CL_INVALID_MEM_OBJECT on a
