@@ -5,13 +5,13 @@
 #
 # Usage: build_cts.sh [BUILD_DIR]   (default build/cts; the sources go to BUILD_DIR/src)
 # Env: CTS_THIRD_PARTY (the archives' folder, default ../shared/third_party next to the repository),
-#      CTS_TARGETS (default the four suites below), JOBS (default nproc).
+#      CTS_TARGETS (default the five suites below), JOBS (default nproc).
 # Prints the unpack, configure and build times. Re-running reuses the build (an incremental no-op).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 out=$(mkdir -p "${1:-$root/build/cts}" && cd "${1:-$root/build/cts}" && pwd)
 tp=${CTS_THIRD_PARTY:-$root/../shared/third_party}
-targets=${CTS_TARGETS:-test_buffers test_api test_mem_host_flags test_events}
+targets=${CTS_TARGETS:-test_buffers test_api test_mem_host_flags test_events test_svm}
 jobs=${JOBS:-$(nproc)}
 for a in OpenCL-CTS OpenCL-Headers SPIRV-Headers; do
   [ -f "$tp/$a.tar.xz" ] || { echo "build_cts: $tp/$a.tar.xz not found (set CTS_THIRD_PARTY)" >&2; exit 1; }

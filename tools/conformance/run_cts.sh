@@ -5,7 +5,7 @@
 # Usage: run_cts.sh LIBRARY CTS_BUILD [OUTDIR]
 #   LIBRARY    path of libclpool_interpose.so;  CTS_BUILD  build_cts.sh's BUILD_DIR/build
 #   OUTDIR     where logs, JSON results and lists go (default: a temp dir)
-# Env: CTS_SUITES (default "buffers api mem_host_flags events"),
+# Env: CTS_SUITES (default "buffers api mem_host_flags events svm"),
 #      CTS_TESTS_<suite> (sub-tests to run, names or '*' patterns; default all of the suite),
 #      CTS_EXCLUDE_<suite> (sub-tests left out of CTS_TESTS_<suite> or of the whole suite: the CTS
 #        harness has no exclude option, so the script names every other sub-test),
@@ -21,11 +21,17 @@ lib=$(realpath "$1")
 bin=$(realpath "$2")/test_conformance
 out=${3:-$(mktemp -d)}
 mkdir -p "$out"
-suites=${CTS_SUITES:-buffers api mem_host_flags events}
+suites=${CTS_SUITES:-buffers api mem_host_flags events svm}
 modes=${MODES:-plain preload layer}
 per_suite=${PER_SUITE_TIMEOUT:-1200}
 status=0
 : >"$out/summary.txt"
+
+suite_exe() {  # the suite's program: test_conformance/<suite>/test_<suite> (SVM's folder is upper case)
+    local s=$1 found
+    found=$(find "$bin" -maxdepth 2 -type f -name "test_$s" | head -1)
+    echo "${found:-$bin/$s/test_$s}"
+}
 
 run_mode() {  # mode: plain | preload | layer
     local mode=$1 start end
@@ -37,7 +43,7 @@ run_mode() {  # mode: plain | preload | layer
         tests=${!tests_var:-}
         if [ -n "${!exclude_var:-}" ]; then
             # shellcheck disable=SC2086
-            tests=$("$bin/$s/test_$s" --list 2>/dev/null | grep -P '^\t\S+$' | tr -d '\t' | python3 -c '
+            tests=$("$(suite_exe "$s")" --list 2>/dev/null | grep -P '^\t\S+$' | tr -d '\t' | python3 -c '
 import fnmatch, sys
 want, drop = sys.argv[1].split(), set(sys.argv[2].split())
 for name in sys.stdin.read().split():
@@ -55,7 +61,7 @@ t0 = time.time()
 for line in sys.stdin: print(f"{time.time() - t0:7.1f} {line}", end="", flush=True)')
         # shellcheck disable=SC2086  # the sub-test list is words on purpose
         env "${env[@]}" CL_CONFORMANCE_RESULTS_FILENAME="$json" timeout "$per_suite" \
-            "$bin/$s/test_$s" $tests 2>&1 | "${stamp[@]}" >"$out/$mode.$s.log"
+            "$(suite_exe "$s")" $tests 2>&1 | "${stamp[@]}" >"$out/$mode.$s.log"
         local rc=${PIPESTATUS[0]}
         # The harness exits 1 when a sub-test fails; the JSON (written at the end) is the record.
         if [ -f "$json" ]; then
