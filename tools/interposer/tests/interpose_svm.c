@@ -213,7 +213,19 @@ static void test_unknown_pointer_passthrough(void) {
         CHECK(after.live == before.live && after.pooled == before.pooled);
     }
     CHECK(holds(mine, 512, 9)); /* still the application's */
+    /* A pointer inside a pooled allocation is not one clSVMAlloc returned: OpenCL does not allow
+     * freeing it (PoCL ignores it). It goes to the driver, and the allocation stays the application's. */
+    clSVMFree(ctx, (char*)mine + 256);
+    if (interposed) {
+        const clpool_interpose_svm_counters inside = svm_counters();
+        CHECK(inside.driver_frees == after.driver_frees + 1);
+        CHECK(inside.live == after.live);
+    }
+    CHECK(holds(mine, 512, 11));
     clSVMFree(ctx, mine);
+    void* again = clSVMAlloc(ctx, CL_MEM_READ_WRITE, 512, 0);
+    if (interposed) CHECK(again == mine);
+    clSVMFree(ctx, again);
 }
 
 int main(void) {
