@@ -6,6 +6,7 @@
 #define CL_USE_DEPRECATED_OPENCL_1_2_APIS
 #include <CL/cl.h>
 
+#include <pthread.h>
 #include <stdint.h>
 
 #include "interpose_test.h"
@@ -228,6 +229,75 @@ static void test_unknown_pointer_passthrough(void) {
     clSVMFree(ctx, again);
 }
 
+/* Threads allocating and freeing (clSVMFree, and clEnqueueSVMFree on their own queues) at once:
+ * no pointer is ever held by two of them. */
+enum { churn_threads = 4, churn_rounds = 400, churn_slots = 8 };
+static pthread_mutex_t live_mu = PTHREAD_MUTEX_INITIALIZER;
+static void* live[churn_threads * churn_slots];
+static cl_device_id device;
+
+static int take(void* p) { /* 1 if p was not held by anyone */
+    int fresh = 1;
+    pthread_mutex_lock(&live_mu);
+    for (size_t i = 0; i < sizeof live / sizeof live[0]; ++i) fresh = fresh && live[i] != p;
+    for (size_t i = 0; i < sizeof live / sizeof live[0] && fresh; ++i)
+        if (!live[i]) {
+            live[i] = p;
+            break;
+        }
+    pthread_mutex_unlock(&live_mu);
+    return fresh;
+}
+
+static void give(void* p) {
+    pthread_mutex_lock(&live_mu);
+    for (size_t i = 0; i < sizeof live / sizeof live[0]; ++i)
+        if (live[i] == p) live[i] = NULL;
+    pthread_mutex_unlock(&live_mu);
+}
+
+static void* churn(void* arg) {
+    unsigned seed = (unsigned)(uintptr_t)arg * 2654435761u + 1;
+    cl_int err = CL_SUCCESS;
+    cl_command_queue q = clCreateCommandQueueWithProperties(ctx, device, NULL, &err);
+    void* mine[churn_slots] = {0};
+    int bad = 0;
+    for (int r = 0; r < churn_rounds && q; ++r) {
+        seed = seed * 1103515245u + 12345u;
+        const int slot = (int)((seed >> 8) % churn_slots);
+        if (mine[slot]) {
+            give(mine[slot]); /* before the free: another thread may get it at once */
+            if (seed & 0x10000u) {
+                OK(clEnqueueSVMFree(q, 1, &mine[slot], NULL, NULL, 0, NULL, NULL));
+            } else {
+                clSVMFree(ctx, mine[slot]);
+            }
+            mine[slot] = NULL;
+        } else {
+            mine[slot] = clSVMAlloc(ctx, CL_MEM_READ_WRITE, 64u << ((seed >> 12) % 10), 0);
+            bad += mine[slot] == NULL || !take(mine[slot]);
+        }
+    }
+    for (int i = 0; i < churn_slots; ++i)
+        if (mine[i]) {
+            give(mine[i]);
+            clSVMFree(ctx, mine[i]);
+        }
+    if (q) {
+        OK(clFinish(q));
+        OK(clReleaseCommandQueue(q));
+    }
+    CHECK(q != NULL);
+    CHECK(bad == 0);
+    return NULL;
+}
+
+static void test_threads(void) {
+    pthread_t t[churn_threads];
+    for (uintptr_t i = 0; i < churn_threads; ++i) CHECK(pthread_create(&t[i], NULL, churn, (void*)i) == 0);
+    for (int i = 0; i < churn_threads; ++i) pthread_join(t[i], NULL);
+}
+
 int main(void) {
     cl_platform_id plat;
     cl_device_id dev;
@@ -250,6 +320,8 @@ int main(void) {
     test_alignment();
     test_fine_grained_passthrough(caps);
     test_unknown_pointer_passthrough();
+    device = dev;
+    test_threads();
     if (interposed) CHECK(svm_counters().live == 0);
     OK(clReleaseCommandQueue(queue));
     OK(clReleaseContext(ctx));

@@ -63,6 +63,7 @@ set_tests_properties(interpose_bad_alloc.layer PROPERTIES ENVIRONMENT "OPENCL_LA
 # Out of memory: a test layer below makes the driver fail past 4 MiB of live buffers.
 find_package(Threads REQUIRED)
 target_link_libraries(interpose_fork PRIVATE Threads::Threads)
+target_link_libraries(interpose_svm PRIVATE Threads::Threads)
 add_library(clpool_fake_oom_layer MODULE ${CMAKE_CURRENT_SOURCE_DIR}/tests/fake_oom_layer.c)
 target_link_libraries(clpool_fake_oom_layer PRIVATE OpenCL::OpenCL Threads::Threads clpool_warnings)
 add_executable(interpose_oom ${CMAKE_CURRENT_SOURCE_DIR}/tests/interpose_oom.c)
