@@ -23,13 +23,13 @@ using clpool::test::OpenCLEnv;
 namespace {
 
 // p[first + i] += 1 for every work-item i.
-const char* const add_one_source = R"CLC(
+const char* const svm_add_one_source = R"CLC(
 kernel void add_one(global int* p, ulong first) { p[first + get_global_id(0)] += 1; }
 )CLC";
 
-cl::Kernel add_one_kernel() {
+cl::Kernel svm_add_one_kernel() {
     auto& env = OpenCLEnv::get();
-    const char* src = add_one_source;
+    const char* src = svm_add_one_source;
     cl_int err = CL_SUCCESS;
     cl_program prog = clCreateProgramWithSource(env.context(), 1, &src, nullptr, &err);
     REQUIRE(err == CL_SUCCESS);
@@ -41,18 +41,18 @@ cl::Kernel add_one_kernel() {
     return cl::Kernel(k, false);
 }
 
-void run(const cl::Kernel& k, std::size_t items) {
+void svm_run(const cl::Kernel& k, std::size_t items) {
     auto& env = OpenCLEnv::get();
     const std::size_t global = items;
     REQUIRE(clEnqueueNDRangeKernel(env.queue(), k(), 1, nullptr, &global, nullptr, 0, nullptr, nullptr) == CL_SUCCESS);
     REQUIRE(clFinish(env.queue()) == CL_SUCCESS);
 }
 
-void set_first(const cl::Kernel& k, cl_ulong first) {
+void svm_set_first(const cl::Kernel& k, cl_ulong first) {
     REQUIRE(clSetKernelArg(k(), 1, sizeof first, &first) == CL_SUCCESS);
 }
 
-std::vector<int> iota_ints(std::size_t n, int from) {
+std::vector<int> svm_iota(std::size_t n, int from) {
     std::vector<int> v(n);
     std::iota(v.begin(), v.end(), from);
     return v;
@@ -93,15 +93,15 @@ TEST_CASE("SVMPool: a kernel, a map and the transfers all see one allocation") {
         REQUIRE(host.size() == n * sizeof(int));
         for (std::size_t i = 0; i < n; ++i) host.as<int>()[i] = static_cast<int>(i);
     }
-    auto k = add_one_kernel();
+    auto k = svm_add_one_kernel();
     set_kernel_arg(k, 0, h);
-    set_first(k, 0);
-    run(k, n);
+    svm_set_first(k, 0);
+    svm_run(k, n);
     std::vector<int> back(n);
     download(env.queue, back.data(), h, 0, n * sizeof(int)).wait();
-    CHECK(back == iota_ints(n, 1));
+    CHECK(back == svm_iota(n, 1));
 
-    const std::vector<int> fresh = iota_ints(n, 100);
+    const std::vector<int> fresh = svm_iota(n, 100);
     upload(env.queue, h, 0, fresh.data(), n * sizeof(int)).wait();
     {
         SVMMapping host(env.queue, h, CL_MAP_READ);
@@ -161,15 +161,15 @@ TEST_CASE("SVMArenaPool: blocks are disjoint pointers into few segments, made wi
     for (std::size_t i = 1; i < spans.size(); ++i) CHECK(spans[i - 1].second <= spans[i].first);
 
     // Each block its own value through a kernel at its own pointer.
-    auto k = add_one_kernel();
-    set_first(k, 0);
+    auto k = svm_add_one_kernel();
+    svm_set_first(k, 0);
     for (std::size_t i = 0; i < held.size(); ++i) {
         const std::size_t ints = held[i].nbytes() / sizeof(int);
         if (ints == 0) continue;
         std::vector<int> v(ints, static_cast<int>(i) * 10);
         upload(env.queue, held[i], 0, v.data(), ints * sizeof(int)).wait();
         set_kernel_arg(k, 0, held[i]);
-        run(k, ints);
+        svm_run(k, ints);
     }
     for (std::size_t i = 0; i < held.size(); ++i) {
         const std::size_t ints = held[i].nbytes() / sizeof(int);
@@ -242,21 +242,21 @@ TEST_CASE("OffsetArenaPool: kernels take (segment, offset); no sub-buffer unless
     OffsetArenaPool pool(env.context);
     std::vector<OffsetArenaPool::handle> held;
     for (int i = 0; i < 12; ++i) held.push_back(pool.allocate(static_cast<std::size_t>(1000 + 333 * i) * sizeof(int)));
-    auto k = add_one_kernel();
+    auto k = svm_add_one_kernel();
     for (std::size_t i = 0; i < held.size(); ++i) {
         const std::size_t ints = held[i].nbytes() / sizeof(int);
-        const auto v = iota_ints(ints, static_cast<int>(i) * 1000);
+        const auto v = svm_iota(ints, static_cast<int>(i) * 1000);
         upload(env.queue, held[i], 0, v.data(), ints * sizeof(int)).wait();
         REQUIRE(held[i].buffer().offset() % sizeof(int) == 0);
         set_kernel_arg(k, 0, held[i].buffer().segment());
-        set_first(k, held[i].buffer().offset() / sizeof(int));
-        run(k, ints);
+        svm_set_first(k, held[i].buffer().offset() / sizeof(int));
+        svm_run(k, ints);
     }
     for (std::size_t i = 0; i < held.size(); ++i) {
         const std::size_t ints = held[i].nbytes() / sizeof(int);
         std::vector<int> v(ints);
         download(env.queue, v.data(), held[i], 0, ints * sizeof(int)).wait();
-        CHECK(v == iota_ints(ints, static_cast<int>(i) * 1000 + 1));
+        CHECK(v == svm_iota(ints, static_cast<int>(i) * 1000 + 1));
         CHECK_FALSE(held[i].buffer().has_sub_buffer());
     }
     CHECK(pool.stats().sub_buffers_made == 0);

@@ -26,7 +26,7 @@ bool device_has_usm() {
            std::string::npos;
 }
 
-cl::Kernel add_one_kernel() {
+cl::Kernel usm_add_one_kernel() {
     auto& env = OpenCLEnv::get();
     const char* src = "kernel void add_one(global int* p) { p[get_global_id(0)] += 1; }";
     cl_int err = CL_SUCCESS;
@@ -82,7 +82,7 @@ TEST_CASE_TEMPLATE("USM pools: device, host and shared blocks through kernels an
         std::sort(spans.begin(), spans.end());
         for (std::size_t i = 1; i < spans.size(); ++i) CHECK(spans[i - 1].second <= spans[i].first);
 
-        auto k = add_one_kernel();
+        auto k = usm_add_one_kernel();
         for (std::size_t i = 0; i < held.size(); ++i) {
             const std::size_t ints = held[i].nbytes() / sizeof(int);
             std::vector<int> v(ints);
