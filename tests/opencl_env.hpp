@@ -11,6 +11,7 @@
 
 #include <doctest/doctest.h>
 
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -29,8 +30,29 @@ struct OpenCLEnv {
     }
 
 private:
+    // CLPOOL_TEST_PLATFORM=TEXT: the first device of the first platform whose name contains TEXT
+    // (to run the suite on PoCL on a machine with a GPU); a TEXT no platform matches is an error.
+    static cl_device_id chosen_device() {
+        const char* want = std::getenv("CLPOOL_TEST_PLATFORM");
+        if (!want || !*want) return opencl::first_gpu_or_any_device();  // throws if there is none
+        cl_uint n = 0;
+        clGetPlatformIDs(0, nullptr, &n);
+        std::vector<cl_platform_id> platforms(n);
+        if (n) clGetPlatformIDs(n, platforms.data(), nullptr);
+        for (cl_platform_id p : platforms) {
+            char name[256] = {};
+            clGetPlatformInfo(p, CL_PLATFORM_NAME, sizeof name - 1, name, nullptr);
+            cl_device_id d = nullptr;
+            cl_uint found = 0;
+            if (std::string(name).find(want) != std::string::npos &&
+                clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, 1, &d, &found) == CL_SUCCESS && found > 0)
+                return d;
+        }
+        throw std::runtime_error(std::string("CLPOOL_TEST_PLATFORM=") + want + ": no platform with a device matches");
+    }
+
     static OpenCLEnv make() {
-        const cl_device_id chosen = opencl::first_gpu_or_any_device();  // throws if there is none
+        const cl_device_id chosen = chosen_device();
         OpenCLEnv e;
         cl_int err = CL_SUCCESS;
         cl_context ctx = clCreateContext(nullptr, 1, &chosen, nullptr, nullptr, &err);
