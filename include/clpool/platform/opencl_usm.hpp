@@ -13,15 +13,22 @@ namespace clpool::opencl {
 // (properties are cl_mem_properties_intel, a 64-bit cl_properties). A member is
 // nullptr where the platform does not offer it.
 struct usm_functions {
-    void*(CL_API_CALL* host_alloc)(cl_context, const cl_ulong*, size_t, cl_uint, cl_int*) = nullptr;
-    void*(CL_API_CALL* device_alloc)(cl_context, cl_device_id, const cl_ulong*, size_t, cl_uint, cl_int*) = nullptr;
-    void*(CL_API_CALL* shared_alloc)(cl_context, cl_device_id, const cl_ulong*, size_t, cl_uint, cl_int*) = nullptr;
-    cl_int(CL_API_CALL* blocking_free)(cl_context, void*) = nullptr;
-    cl_int(CL_API_CALL* set_kernel_arg)(cl_kernel, cl_uint, const void*) = nullptr;
-    cl_int(CL_API_CALL* memcpy)(cl_command_queue, cl_bool, void*, const void*, size_t, cl_uint, const cl_event*,
-                                cl_event*) = nullptr;
-    cl_int(CL_API_CALL* fill)(cl_command_queue, void*, const void*, size_t, size_t, cl_uint, const cl_event*,
-                              cl_event*) = nullptr;
+    using host_alloc_fn = void*(CL_API_CALL*)(cl_context, const cl_ulong*, size_t, cl_uint, cl_int*);
+    using device_alloc_fn = void*(CL_API_CALL*)(cl_context, cl_device_id, const cl_ulong*, size_t, cl_uint, cl_int*);
+    using free_fn = cl_int(CL_API_CALL*)(cl_context, void*);
+    using set_arg_fn = cl_int(CL_API_CALL*)(cl_kernel, cl_uint, const void*);
+    using memcpy_fn = cl_int(CL_API_CALL*)(cl_command_queue, cl_bool, void*, const void*, size_t, cl_uint,
+                                           const cl_event*, cl_event*);
+    using fill_fn = cl_int(CL_API_CALL*)(cl_command_queue, void*, const void*, size_t, size_t, cl_uint, const cl_event*,
+                                         cl_event*);
+
+    host_alloc_fn host_alloc = nullptr;      // clHostMemAllocINTEL
+    device_alloc_fn device_alloc = nullptr;  // clDeviceMemAllocINTEL
+    device_alloc_fn shared_alloc = nullptr;  // clSharedMemAllocINTEL
+    free_fn blocking_free = nullptr;         // clMemBlockingFreeINTEL
+    set_arg_fn set_kernel_arg = nullptr;     // clSetKernelArgMemPointerINTEL
+    memcpy_fn memcpy = nullptr;              // clEnqueueMemcpyINTEL
+    fill_fn fill = nullptr;                  // clEnqueueMemFillINTEL
 
     // Every call clpool needs is there.
     bool complete() const noexcept {
