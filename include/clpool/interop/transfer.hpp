@@ -7,6 +7,7 @@
 #include <clpool/pools/opencl_pools.hpp>
 #include <clpool/pools/registry.hpp>
 #include <clpool/interop/detail/parallel_copy.hpp>
+#include <clpool/platform/numa_opencl.hpp>
 #include <clpool/backends/pinned_ranges.hpp>
 #include <clpool/backends/svm.hpp>
 #include <clpool/backends/usm.hpp>
@@ -306,6 +307,14 @@ inline std::vector<piece> plan_pieces(std::size_t n, std::size_t chunk, bool tap
     return out;
 }
 
+// The copy workers on the NUMA node of the staging pool's device, bound to its CPUs, so the
+// staging memory they write is local to the device's DMA (docs/TRANSFERS.md, "NUMA"); the usual
+// process-wide workers on a one-node host or where the device's node is unknown.
+inline copy_workers& copy_workers_for(MappedPinnedPool& pool) {
+    const numa::placement& p = numa::placement_of(pool.backend().device());
+    return copy_workers::for_node(p.node, p.cpus);
+}
+
 // Takes k staging buffers of `chunk` bytes: pool hits once warm, no driver call.
 inline void take_slots(std::array<staging_slot, 8>& slots, std::size_t k, MappedPinnedPool& pool, std::size_t chunk) {
     for (std::size_t i = 0; i < k; ++i) slots[i].acquire(pool, chunk);
@@ -318,6 +327,7 @@ inline cl::Event staged_upload(const cl::CommandQueue& q, MappedPinnedPool& pool
     const std::size_t chunks = pieces.size();
     const std::size_t k = std::min<std::size_t>(o.staging_buffers, chunks);
     const unsigned threads = o.copy_threads ? o.copy_threads : copy_workers::default_parts();
+    copy_workers& workers = copy_workers_for(pool);
     std::array<staging_slot, 8> slots;  // handed back after their last copies, on an error path too
     std::vector<cl::Event> issued;
     issued.reserve(chunks);
@@ -329,7 +339,7 @@ inline cl::Event staged_upload(const cl::CommandQueue& q, MappedPinnedPool& pool
         auto& s = slots[i % k];
         const auto [off, len] = pieces[i];
         if (i >= k) wait(s.last);  // the slot's previous chunk has reached the device
-        copy_workers::instance().copy(s.ptr, src + off, len, threads, /*stream=*/true);  // the DMA reads it next
+        workers.copy(s.ptr, src + off, len, threads, /*stream=*/true);  // the DMA reads it next
         cl_event ev = nullptr;
         // On an in-order queue only the first chunk needs the caller's events (the rest follow
         // it); on an out-of-order queue every chunk waits for them.
@@ -352,6 +362,7 @@ inline cl::Event staged_download(const cl::CommandQueue& q, MappedPinnedPool& po
     const std::size_t chunks = pieces.size();
     const std::size_t k = std::min<std::size_t>(o.staging_buffers, chunks);
     const unsigned threads = o.copy_threads ? o.copy_threads : copy_workers::default_parts();
+    copy_workers& workers = copy_workers_for(pool);
     std::array<staging_slot, 8> slots;  // handed back after their last copies, on an error path too
     std::vector<cl_event> raw_wait;
     raw_events(o.wait_for, raw_wait);
@@ -375,7 +386,7 @@ inline cl::Event staged_download(const cl::CommandQueue& q, MappedPinnedPool& po
         auto& s = slots[i % k];
         const auto [off, len] = pieces[i];
         wait(s.last);  // chunk i is in staging
-        copy_workers::instance().copy(dst + off, s.ptr, len, threads);
+        workers.copy(dst + off, s.ptr, len, threads);
         last = s.last;
         if (i + k < chunks) enqueue_read(i + k);
     }
