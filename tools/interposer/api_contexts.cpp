@@ -53,6 +53,7 @@ cl_int release_context(cl_context c) {
     core_scope guard;
     State& st = state();
     std::vector<DueCallbacks> due;
+    std::map<cl_mem_flags, std::shared_ptr<SVMPoolT>> svm_pools;  // destroyed unlocked (close_context)
     {
         std::lock_guard lock(st.mu);
         // The count first: the application's own reference, released below,
@@ -60,8 +61,10 @@ cl_int release_context(cl_context c) {
         if (auto cs = open_context(st, c); cs && --cs->refs == 0) {
             st.contexts.erase(c);
             close_context(st, cs, due);
+            svm_pools.swap(cs->svm_pools);
         }
     }
+    svm_pools.clear();
     run_due(due);
     app_scope as_app;  // the driver may delete it now and run the application's callbacks inside
     return next().clReleaseContext(c);

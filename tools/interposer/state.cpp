@@ -164,7 +164,9 @@ void close_context(State& st, const std::shared_ptr<ContextState>& cs, std::vect
     cs->pools.clear();  // buffers still lent become orphans, freed on release
     for (auto& [flags, pool] : cs->svm_pools)
         if (pool) fold_stats(st.svm_closed, *pool);
-    cs->svm_pools.clear();  // SVM pointers still lent are freed at the application's clSVMFree
+    // cs->svm_pools are the caller's to destroy, outside State::mu: they free their pending
+    // allocations only after their clEnqueueSVMFree events, which can wait for an application
+    // callback that frees through the core. SVM pointers still lent are freed at their clSVMFree.
     cs->order.close();
     if (cs->writer) next().clReleaseCommandQueue(cs->writer);
     cs->writer = nullptr;

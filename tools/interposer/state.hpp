@@ -179,7 +179,8 @@ void give_back(State& st, ContextState& cs);
 std::shared_ptr<PoolT> pool_for(ContextState& cs, cl_mem_flags key);
 // The context's state while the application holds it, else nullptr.
 std::shared_ptr<ContextState> open_context(State& st, cl_context c);
-// Closes a context the application released: its pools, tombstones, queues.
+// Closes a context the application released: its pools, tombstones, queues; the caller
+// destroys its SVM pools (cs->svm_pools) once it has let go of State::mu.
 // Buffers the application still holds keep working and are freed on release;
 // parked ones go to the driver (which keeps them for their holders).
 void close_context(State& st, const std::shared_ptr<ContextState>& cs, std::vector<DueCallbacks>& due);

@@ -8,6 +8,7 @@
 
 #include <pthread.h>
 #include <stdint.h>
+#include <unistd.h>
 
 #include "interpose_test.h"
 
@@ -298,6 +299,35 @@ static void test_threads(void) {
     for (int i = 0; i < churn_threads; ++i) pthread_join(t[i], NULL);
 }
 
+static cl_context closing;
+static void CL_CALLBACK free_in_closing(cl_command_queue q, cl_uint n, void* ptrs[], void* user_data) {
+    (void)q;
+    (void)user_data;
+    for (cl_uint i = 0; i < n; ++i) clSVMFree(closing, ptrs[i]);
+}
+
+/* The context released right after two frees are queued: the first's callback frees through the
+ * interposer, and the second waits for it on the in-order queue. Releasing the context must not
+ * wait for the second while holding what the first's callback needs (the alarm makes a hang fail). */
+static void test_release_context_with_frees_queued(cl_device_id dev) {
+    cl_int err = CL_SUCCESS;
+    closing = clCreateContext(NULL, 1, &dev, NULL, NULL, &err);
+    OK(err);
+    cl_command_queue q = clCreateCommandQueueWithProperties(closing, dev, NULL, &err);
+    OK(err);
+    void* first[2] = {clSVMAlloc(closing, CL_MEM_READ_WRITE, 1 << 20, 0),
+                      clSVMAlloc(closing, CL_MEM_READ_WRITE, 4096, 0)};
+    void* second = clSVMAlloc(closing, CL_MEM_READ_WRITE, 1 << 20, 0);
+    CHECK(first[0] && first[1] && second);
+    alarm(60);
+    OK(clEnqueueSVMFree(q, 2, first, free_in_closing, NULL, 0, NULL, NULL));
+    OK(clEnqueueSVMFree(q, 1, &second, NULL, NULL, 0, NULL, NULL));
+    OK(clReleaseContext(closing));
+    OK(clFinish(q));
+    OK(clReleaseCommandQueue(q));
+    alarm(0);
+}
+
 int main(void) {
     cl_platform_id plat;
     cl_device_id dev;
@@ -322,6 +352,7 @@ int main(void) {
     test_unknown_pointer_passthrough();
     device = dev;
     test_threads();
+    test_release_context_with_frees_queued(dev);
     if (interposed) CHECK(svm_counters().live == 0);
     OK(clReleaseCommandQueue(queue));
     OK(clReleaseContext(ctx));
