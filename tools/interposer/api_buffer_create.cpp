@@ -85,6 +85,7 @@ cl_mem create_pooled(State& st, cl_context c, cl_mem_flags flags, std::size_t si
                     ++st.oom_retries;
                     if (cs->open) give_back(st, *cs);
                 }
+                give_back_svm(st, *cs);  // device memory too
                 h = pool->try_allocate(size);
             }
         } catch (...) {

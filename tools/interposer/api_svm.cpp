@@ -70,6 +70,7 @@ void* alloc_pooled(State& st, cl_context c, cl_svm_mem_flags flags, std::size_t 
                 ++st.oom_retries;
                 if (cs->open) give_back(st, *cs);
             }
+            give_back_svm(st, *cs);
             h = pool->try_allocate(size);
         }
     } catch (...) {  // above the device's limit, other driver errors: the driver answers

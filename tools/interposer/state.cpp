@@ -104,8 +104,17 @@ void run_due(std::vector<DueCallbacks>& due) noexcept {
 void give_back(State& st, ContextState& cs) {
     drop_tombstones(st, [&](const MemRec* r) { return r->ctx.get() == &cs; });
     for (auto& [flags, pool] : cs.pools) pool->trim();
-    for (auto& [flags, pool] : cs.svm_pools)  // device memory either way
-        if (pool) pool->trim();
+}
+
+void give_back_svm(State& st, ContextState& cs) noexcept {
+    std::vector<std::shared_ptr<SVMPoolT>> pools;
+    try {
+        std::lock_guard lock(st.mu);
+        for (auto& [flags, pool] : cs.svm_pools)
+            if (pool) pools.push_back(pool);
+    } catch (...) {  // out of host memory too: nothing more to give
+    }
+    for (auto& pool : pools) pool->trim();
 }
 
 std::shared_ptr<PoolT> pool_for(ContextState& cs, cl_mem_flags key) {

@@ -175,6 +175,9 @@ void drop_tombstones(State& st, Which which) noexcept {
 // Gives back everything the context's pools hold but do not lend (the
 // out-of-memory answer): tombstones first, since they keep their buckets alive.
 void give_back(State& st, ContextState& cs);
+// The same for the context's SVM pools; takes State::mu itself and trims with it let go (a trim
+// waits for the events of allocations freed by clEnqueueSVMFree, which can wait for the lock).
+void give_back_svm(State& st, ContextState& cs) noexcept;
 
 std::shared_ptr<PoolT> pool_for(ContextState& cs, cl_mem_flags key);
 // The context's state while the application holds it, else nullptr.
