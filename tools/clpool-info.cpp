@@ -174,19 +174,20 @@ Measurements measure_opencl(cl_device_id device, std::size_t bytes, std::size_t 
 
 #ifdef CLPOOL_HAS_OPENCL
 // What NVIDIA's OpenCL did with several GPUs in one context (docs/DEVICES.md, "Several devices"):
-// bench_multi_device, pinned host-to-device copies of 256 MiB to each GPU at once, two H200s,
-// one run. Its four-H200 run agreed: one shared context stayed flat, per-device ones scaled 3.28x.
+// benchmarks/gpu/multi_gpu.sh, pinned host-to-device copies of 256 MiB to each GPU at once, a
+// queue and a thread per GPU, two H200s, one run.
 struct ScalingFigure {
     const char* layout;
     double one_gpu, two_gpus;  // GB/s
 };
-constexpr ScalingFigure shared_context{"one context over both GPUs", 55.3, 54.0};
-constexpr ScalingFigure per_device_contexts{"one context per device", 55.2, 105.8};
+constexpr ScalingFigure shared_blocking{"one context, blocking calls (clFinish)", 55.1, 53.2};
+constexpr ScalingFigure shared_events{"one context, waited for by events", 54.6, 106.0};
+constexpr ScalingFigure per_device_contexts{"one context per device", 54.9, 100.3};
 
 // Platforms with several devices: a program may put them all in one context (what most engines
-// and the OpenCL samples do), and on NVIDIA's driver that serializes their transfers. Says so
-// with the numbers, after checking that such a context can be made here. Never throws for a
-// driver error (the context is only tried).
+// and the OpenCL samples do), and on NVIDIA's driver a blocking call or clFinish on one device's
+// queue then holds up the transfers to the others. Says so with the numbers, after checking that
+// such a context can be made here. Never throws for a driver error (the context is only tried).
 void several_devices(const std::vector<tools::DeviceFacts>& devices, std::ostream& os, nlohmann::json& j) {
     std::map<std::size_t, std::vector<const tools::DeviceFacts*>> by_platform;
     for (const auto& d : devices) by_platform[d.platform_index].push_back(&d);
@@ -211,20 +212,25 @@ void several_devices(const std::vector<tools::DeviceFacts>& devices, std::ostrea
                    fixed(f.two_gpus / f.one_gpu, 2) + "x one GPU)";
         };
         os << "\nseveral devices on platform " << platform << " (" << devs.front()->platform << "): " << made
-           << ",\n  but transfers to the devices of one context do not scale on NVIDIA's driver: for transfer "
-              "scaling\n  one context per device is needed. Pinned host -> device, 256 MiB to each of 2 H200s "
-              "at once:\n    "
-           << line(shared_context) << "\n    " << line(per_device_contexts)
-           << "\n  clpool::select_device(\"P:D\") gives each device a context and queue of its own "
-              "(docs/DEVICES.md,\n  \"Several devices\"); other drivers were not measured.\n";
+           << ".\n  On NVIDIA's driver, transfers to the devices of one context scale only when each is "
+              "issued\n  non-blocking and waited for by its event: a blocking call or clFinish on one queue "
+              "holds up\n  the others. Pinned host -> device, 256 MiB to each of 2 H200s at once, a queue and a "
+              "thread each:\n    "
+           << line(shared_blocking) << "\n    " << line(shared_events) << "\n    " << line(per_device_contexts)
+           << "\n  clpool::upload is non-blocking by default (CLPOOL_ASYNC_H2D): wait on the event it returns, "
+              "not\n  clFinish; or give each device a context of its own with clpool::select_device(\"P:D\")\n"
+              "  (docs/DEVICES.md, \"Several devices\"). Other drivers were not measured.\n";
         j["several_devices"].push_back(
             {{"platform_index", platform},
              {"platform", devs.front()->platform},
              {"devices", ids.size()},
              {"one_context_spans", spans},
-             {"advice", "one context per device is needed for transfer scaling on NVIDIA's driver"},
+             {"advice",
+              "on NVIDIA's driver, wait for transfers by their events, not clFinish or blocking calls, when one "
+              "context spans several devices (or use one context per device)"},
              {"measured_gbps",
-              {{"one_context_over_2_gpus", {shared_context.one_gpu, shared_context.two_gpus}},
+              {{"one_context_blocking", {shared_blocking.one_gpu, shared_blocking.two_gpus}},
+               {"one_context_events", {shared_events.one_gpu, shared_events.two_gpus}},
                {"one_context_per_device", {per_device_contexts.one_gpu, per_device_contexts.two_gpus}}}}});
     }
 }

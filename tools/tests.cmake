@@ -110,8 +110,9 @@ if(CLPOOL_WITH_OPENCL)
   clpool_tool_test(info.several_devices ENV "POCL_DEVICES=pthread pthread" COMMAND ${info} --list
     --json ${o}/info-several.json
     STDOUT "several devices on platform 0 \\(Portable Computing Language\\): one context over its 2 devices can be made"
-    "one context per device is needed" "one context over both GPUs: 55\\.3 -> 54\\.0 GB/s \\(0\\.98x one GPU\\)"
-    "one context per device: 55\\.2 -> 105\\.8 GB/s \\(1\\.92x one GPU\\)" "docs/DEVICES\\.md"
+    "a blocking call or clFinish on one queue" "one context, blocking calls \\(clFinish\\): 55\\.1 -> 53\\.2 GB/s \\(0\\.97x one GPU\\)"
+    "one context, waited for by events: 54\\.6 -> 106\\.0 GB/s \\(1\\.94x one GPU\\)"
+    "one context per device: 54\\.9 -> 100\\.3 GB/s \\(1\\.83x one GPU\\)" "docs/DEVICES\\.md"
     FILES ${o}/info-several.json "\"one_context_spans\": 2")
   clpool_tool_test(info.one_device ENV POCL_DEVICES=pthread COMMAND ${info} --list --json ${o}/info-one.json
     FILES ${o}/info-one.json "\"several_devices\": \\[\\]")
@@ -183,6 +184,12 @@ clpool_tool_test(replay.training_loop COMMAND ${replay} ${CLPOOL_TRACES}/trainin
 if(CLPOOL_WITH_OPENCL)
   clpool_tool_test(replay.opencl COMMAND ${replay} ${CLPOOL_TRACES}/small.trace --device 0:0 --no-buckets
     STDOUT "backend: OpenCL " "\nBufferPool +33\\.3% +6 +3 ")
+  # --timed on the device: every pool's passes, counts that must hold whatever the timing, and the
+  # GPU script's summary over its JSON beside a PyTorch result made to measure.
+  add_test(NAME tools.replay.timed COMMAND Python3::Interpreter ${PROJECT_SOURCE_DIR}/tests/tools/test_replay_timed.py
+    ${replay} ${CLPOOL_TRACES}/training_loop.trace ${PROJECT_SOURCE_DIR}/benchmarks/gpu/replay_timed_summary.py
+    ${o}/replay-timed)
+  set_tests_properties(tools.replay.timed PROPERTIES TIMEOUT 120 LABELS tools)
 endif()
 clpool_tool_test(replay.bad_config RC 2 COMMAND ${replay} ${CLPOOL_TRACES}/small.trace --config buckets=zig
   STDERR "buckets='zig'; expected pow2, fixed, half, quarter, eighth, sixteenth or arena")
