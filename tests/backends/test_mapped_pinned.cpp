@@ -45,6 +45,12 @@ std::vector<unsigned char> read_back(const cl::Buffer& dev, std::size_t n) {
     return v;
 }
 
+std::vector<unsigned char> read_back_on(const cl::CommandQueue& q, const cl::Buffer& dev, std::size_t n) {
+    std::vector<unsigned char> v(n);
+    REQUIRE(clEnqueueReadBuffer(q(), dev(), CL_TRUE, 0, n, v.data(), 0, nullptr, nullptr) == CL_SUCCESS);
+    return v;
+}
+
 }  // namespace
 
 TEST_CASE("mapped pinned buffers: a usable, registered host pointer for their whole pooled life") {
@@ -193,6 +199,56 @@ TEST_CASE("the mapped pinned backend refuses device-local memory; the registry g
     CHECK(static_cast<void*>(&a) != static_cast<void*>(&get_pinned_pool(env.queue)));
     auto h = a.allocate(1000);
     CHECK(h.buffer().host() != nullptr);
+}
+
+// A documented limit, not a defect: a pending buffer's mapped pointer is used by a copy that
+// names another buffer, so the pool must wait for that copy before it unmaps and frees the
+// buffer (trim, release_pools, the pool's end, the out-of-memory retry). A copy held by a user
+// event holds those calls until the event is set: the thread that sets it must not be the one
+// that calls them (nor a blocking call on the held queue, which waits for the copy as well).
+TEST_CASE("release_pools and trim wait for a staging copy a user event holds; set it from another thread") {
+    auto& env = OpenCLEnv::get();
+    cl_int err = CL_SUCCESS;
+    cl_device_id dev_id = env.device();
+    cl::Context ctx(clCreateContext(nullptr, 1, &dev_id, nullptr, nullptr, &err), false);
+    REQUIRE(err == CL_SUCCESS);
+    cl::CommandQueue q(clCreateCommandQueue(ctx(), dev_id, 0, &err), false);
+    REQUIRE(err == CL_SUCCESS);
+    const std::size_t n = 64 * 1024;
+    cl::Buffer dev(clCreateBuffer(ctx(), CL_MEM_READ_WRITE, n, nullptr, &err), false);
+    REQUIRE(err == CL_SUCCESS);
+    const auto src = pattern(n, 3);
+    // A staging buffer of the registry's pool, its copy held by `gate`, released with that copy.
+    auto stage_held = [&](cl_event gate) {
+        auto h = get_mapped_pinned_pool(q).allocate(n);
+        std::memcpy(h.buffer().host(), src.data(), n);
+        cl_event ev = nullptr;
+        REQUIRE(clEnqueueWriteBuffer(q(), dev(), CL_FALSE, 0, n, h.buffer().host(), 1, &gate, &ev) == CL_SUCCESS);
+        clFlush(q());
+        cl::Event copy(ev, false);
+        h.release_after(&copy, 1);
+        return copy;
+    };
+    for (const bool whole_context : {false, true}) {
+        CAPTURE(whole_context);
+        cl::Event gate(clCreateUserEvent(ctx(), &err), false);
+        REQUIRE(err == CL_SUCCESS);
+        const cl::Event copy = stage_held(gate());
+        CHECK(get_mapped_pinned_pool(q).stats().bytes_pending > 0);
+        std::atomic<bool> opened{false};
+        std::thread opener([&] {
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+            opened = true;
+            clSetUserEventStatus(gate(), CL_COMPLETE);
+        });
+        if (whole_context) release_pools(ctx);  // the pool's end
+        else CHECK(get_mapped_pinned_pool(q).trim() == get_mapped_pinned_pool(q).bucket_size_for(n));
+        CHECK(opened);  // it returned only after the event was set ...
+        CHECK(status_of(copy) == CL_COMPLETE);  // ... and the copy had run from the still-mapped pointer
+        opener.join();
+        CHECK(read_back_on(q, dev, n) == src);
+    }
+    release_pools(ctx);
 }
 
 #endif  // CLPOOL_HAS_OPENCL

@@ -73,7 +73,10 @@ public:
     // As OpenCLBackend's, and free_waits_for_events: the pool waits for a
     // buffer's pending events before freeing it, as the driver's reference
     // count does not cover a copy that uses host() of a buffer it does not
-    // name (backend_traits, pool.hpp).
+    // name (backend_traits, pool.hpp). So trim(), the out-of-memory retry,
+    // release_pools and the pool's end wait for a staging copy that a user
+    // event holds, until the event is set: set it from another thread, or
+    // before those calls (tests/backends/test_mapped_pinned.cpp).
     static constexpr BackendAbilities abilities =
         BackendAbility::events | BackendAbility::abandon | BackendAbility::free_waits_for_events;
 
