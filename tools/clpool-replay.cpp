@@ -23,6 +23,7 @@
 #include "common/units.hpp"
 #include "replay/replay.hpp"
 #include "replay/search.hpp"
+#include "replay/timed.hpp"
 #include "replay/trace.hpp"
 
 namespace {
@@ -134,10 +135,12 @@ void write_svg(const std::string& path, const replay::Trace& trace, const std::v
     out.close();
 }
 
+std::string fast_and_frugal(const replay::Target& target, const std::vector<Result>& results);
+
 // --suggest: every candidate's capacity search, pruned by the best so far, and
 // the winner as code.
 void print_suggestion(std::ostream& os, const replay::Trace& trace, std::size_t peak_live, std::size_t resolution,
-                      const replay::Requirement& req) {
+                      const replay::Requirement& req, const std::string& pick) {
     const auto candidates = replay::suggest_candidates(peak_live);
     struct Found {
         const replay::Config* config;
@@ -165,7 +168,7 @@ void print_suggestion(std::ostream& os, const replay::Trace& trace, std::size_t 
        << " replays), each needing no failed allocation and " << percent(req.min_hit_rate)
        << " of the allocations after the first " << req.warmup << " served with no driver call:\n";
     if (found.empty()) {
-        os << "  none meets it; lower --min-hit-rate or raise --warmup.\n";
+        os << "  none meets it; lower --min-hit-rate or raise --warmup.\n" << pick << '\n';
         return;
     }
     // Ties on capacity go to the higher hit rate, then to the earlier (simpler) candidate.
@@ -185,7 +188,114 @@ void print_suggestion(std::ostream& os, const replay::Trace& trace, std::size_t 
     t.print(os);
     os << "(the candidates above are those that beat every one tried before them; the search skips the rest)\n\n"
        << "suggested: -c " << found.front().config->spec << "\n"
-       << replay::using_line(*found.front().config) << '\n';
+       << replay::using_line(*found.front().config) << '\n'
+       << pick << '\n';
+}
+
+// The fast-and-frugal pick, for the report and --suggest: on a device with
+// coarse-grained SVM the SVM arena carves blocks by pointer arithmetic (no
+// driver call per block) at an arena's held / live; without SVM the buffer
+// arena with offset handles does the same for kernels that take (buffer, offset).
+std::string fast_and_frugal(const replay::Target& target, const std::vector<Result>& results) {
+    std::string measured;
+    for (const auto& r : results)
+        if (r.name == "SVMArenaPool")
+            measured = " (this trace, as replayed above: held / live " +
+                       fixed(r.held_over_live(results.front().peak_held), 2) + "x, " + percent(r.hit_rate()) +
+                       " of allocations with no driver call)";
+    const std::string svm =
+        "clpool::SVMArenaPool: blocks carved from a few clSVMAlloc segments by pointer "
+        "arithmetic, no driver call per block, an arena's held / live" +
+        measured;
+    const std::string offsets =
+        "clpool::OffsetArenaPool where kernels take (buffer, offset): the same carving, "
+        "a block is its segment's cl_mem and an offset";
+#ifdef CLPOOL_HAS_OPENCL
+    if (target.what == replay::Target::type::opencl) {
+        try {
+            opencl::check_svm_support(target.context(), CL_MEM_READ_WRITE);
+            return "fast and frugal on this device (it has coarse-grained SVM): " + svm + "; or " + offsets + ".";
+        } catch (const config_error&) {
+            return "fast and frugal on this device (no coarse-grained SVM): " + offsets + ".";
+        }
+    }
+#endif
+    return "fast and frugal: where the device has coarse-grained SVM (OpenCL 2.0+; clpool-info says), " + svm +
+           "; elsewhere " + offsets + ".";
+}
+
+nlohmann::json to_json(const replay::TimedPass& p, std::size_t peak_live) {
+    return {{"seconds", p.seconds},
+            {"ns_per_pair", p.ns_per_pair()},
+            {"allocations", p.allocations},
+            {"failed", p.failed},
+            {"misses", p.misses},
+            {"segment_allocations", p.segment_allocations},
+            {"sub_buffers_made", p.sub_buffers_made},
+            {"driver_calls", p.driver_calls},
+            {"no_driver_call_rate", p.no_driver_call_rate()},
+            {"peak_bytes_held", p.peak_held},
+            {"peak_held_over_peak_live",
+             peak_live ? static_cast<double>(p.peak_held) / static_cast<double>(peak_live) : 0.0}};
+}
+
+// --timed: the table, and the JSON's "timed" array.
+void print_timed(std::ostream& os, const std::vector<replay::TimedResult>& results, std::size_t peak_live,
+                 unsigned runs) {
+    Table t({"configuration", "1st pass ns/pair", "2nd pass ns/pair", "1st pass ms", "2nd pass ms", "peak held",
+             "held / live", "2nd pass no driver call", "driver calls 1st / 2nd", "segments", "sub-buffers"});
+    for (const auto& r : results) {
+        if (!r.skipped.empty()) continue;
+        t.add({r.name, fixed(r.first.ns_per_pair(), 1), fixed(r.second.ns_per_pair(), 1),
+               fixed(r.first.seconds * 1e3, 2), fixed(r.second.seconds * 1e3, 2),
+               format_bytes(static_cast<double>(r.first.peak_held)),
+               fixed(r.held_over_live(r.first, peak_live), 2) + "x", percent(r.second.no_driver_call_rate()),
+               std::to_string(r.first.driver_calls) + " / " + std::to_string(r.second.driver_calls),
+               std::to_string(r.first.segment_allocations + r.second.segment_allocations),
+               std::to_string(r.first.sub_buffers_made + r.second.sub_buffers_made)});
+    }
+    t.print(os, "");
+    os << "\nns/pair: wall time of a pass over the whole trace (every buffer it never frees released at the end) per "
+          "allocation;\n1st pass: a fresh pool (from cold, the driver warmed), 2nd pass: the same trace again over "
+          "the warm pool";
+    if (runs > 1) {
+        os << "; medians of " << runs << " fresh pools";
+        std::string fewer;
+        for (const auto& r : results)
+            if (r.skipped.empty() && r.runs < runs)
+                fewer += (fewer.empty() ? "" : ", ") + r.name + " " + std::to_string(r.runs);
+        if (!fewer.empty()) os << " (stopped by --max-seconds: " << fewer << ")";
+    }
+    os << ".\nheld / live: the pool's peak bytes held over the first pass, over the trace's live peak ("
+       << format_bytes(static_cast<double>(peak_live))
+       << ").\nno driver call: the second pass's allocations that made none, at least (1 - driver calls / "
+          "allocations);\na driver call: a bucketed pool's miss, an arena's segment allocated or sub-buffer made.\n"
+          "One pool per configuration serves the whole trace: its contexts and flags are not kept apart.\n";
+    for (const auto& r : results) {
+        if (!r.skipped.empty()) os << r.name << ": skipped: " << r.skipped << '\n';
+        else if (r.first.failed || r.second.failed)
+            os << r.name << ": " << r.first.failed << " / " << r.second.failed
+               << " allocations failed (out of memory or above the device's limit) in the 1st / 2nd pass\n";
+    }
+}
+
+nlohmann::json timed_json(const std::vector<replay::TimedResult>& results, std::size_t peak_live) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& r : results) {
+        nlohmann::json j{{"name", r.name}, {"pool_type", r.pool_type}, {"runs", r.runs}};
+        if (!r.skipped.empty()) {
+            j["skipped"] = r.skipped;
+        } else {
+            j["first_pass"] = to_json(r.first, peak_live);
+            j["second_pass"] = to_json(r.second, peak_live);
+            j["segments_at_end"] = r.stats.segments;
+            j["sub_buffers_reused"] = r.stats.sub_buffers_reused;
+            j["evictions"] = r.stats.evictions;
+            j["oom_retries"] = r.stats.oom_retries;
+        }
+        out.push_back(std::move(j));
+    }
+    return out;
 }
 
 }  // namespace
@@ -195,11 +305,15 @@ int main(int argc, char** argv) {
         "Replays an allocation trace (docs/TRACE_FORMAT.md) through BufferPool, PinnedBufferPool,\n"
         "PersistentBufferPool, ArenaPool and custom configurations, and reports for each: hit rate, driver\n"
         "allocations avoided, peak bytes held, rounding waste, evictions and a per-bucket table.\n"
+        "With --timed, on an OpenCL device: the time per alloc + free pair of the named pools, cold and warm.\n"
         "Exit codes: 0 ok, 1 the replay failed (driver error), 2 bad arguments or a malformed trace.",
         "clpool-replay"};
     std::string trace_path, device = "host", json_path, svg_path, x_axis = "index";
     std::vector<std::string> config_specs;
-    bool no_aliases = false, no_buckets = false, no_search = false, suggest = false;
+    bool no_aliases = false, no_buckets = false, no_search = false, suggest = false, timed = false;
+    unsigned timed_runs = 1;
+    double timed_max_seconds = 0;
+    std::string timed_pools;
     std::string warmup_text, resolution_text;
     double min_hit_percent = 99.0;
     app.add_option("trace", trace_path, "the trace file ('-' reads standard input)")->required();
@@ -239,10 +353,97 @@ int main(int argc, char** argv) {
                  "search bucket schemes and caps for the configuration that needs the least device\n"
                  "capacity while serving --min-hit-rate of the allocations after --warmup with no\n"
                  "driver call; print it as a 'using' line");
+    app.add_flag("--timed", timed,
+                 "on an OpenCL device (-d gpu, -d 0:0): replay the trace through BufferPool, ArenaPool,\n"
+                 "OffsetArenaPool, SVMArenaPool and SVMPool, each from a fresh pool and then again over\n"
+                 "the warm pool, and report the time per alloc + free pair of both passes, peak held /\n"
+                 "live and the second pass's allocations with no driver call (one pool per\n"
+                 "configuration; the trace's contexts and flags are not kept apart)");
+    app.add_option("--runs", timed_runs, "--timed: fresh pools per configuration; the times are their medians")
+        ->check(CLI::Range(1u, 1000u))
+        ->capture_default_str();
+    app.add_option("--max-seconds", timed_max_seconds,
+                   "--timed: start no further --runs of a pool once this many seconds have passed on it\n"
+                   "(one run at least; 0: no limit)")
+        ->check(decimal_number())
+        ->check(CLI::Range(0.0, 1e6))
+        ->capture_default_str();
+    app.add_option("--pools", timed_pools,
+                   "--timed: a comma-separated subset of BufferPool,ArenaPool,OffsetArenaPool,SVMArenaPool,SVMPool");
     app.add_option("--min-hit-rate", min_hit_percent, "--suggest's requirement, in percent")
         ->check(decimal_number())
         ->check(CLI::Range(0.0, 100.0))
         ->capture_default_str();
+
+    // --timed: the named pools on the device, timed; nothing else is replayed.
+    const auto run_timed_mode = [&](const replay::Trace& trace, std::size_t allocs, std::size_t pools) -> int {
+        std::vector<std::string> only;
+        for (std::size_t at = 0; at < timed_pools.size();) {
+            const std::size_t comma = std::min(timed_pools.find(',', at), timed_pools.size());
+            const std::string name = timed_pools.substr(at, comma - at);
+            const auto names = replay::timed_pool_names();
+            if (std::find(names.begin(), names.end(), name) == names.end())
+                throw input_error("--pools: '" + name +
+                                  "' is not a timed pool; expected BufferPool, ArenaPool, OffsetArenaPool, "
+                                  "SVMArenaPool or SVMPool");
+            only.push_back(name);
+            at = comma + 1;
+        }
+#ifdef CLPOOL_HAS_OPENCL
+        const auto refuse = [&](const std::string& what) {
+            return input_error(
+                "--timed needs an OpenCL device (--device gpu, --device 0:0; clpool-info --list "
+                "shows them), not " +
+                what);
+        };
+        if (device == "sim") throw refuse("--device sim");
+        const DeviceChoice choice = choose_device({device, "--device"}, list_device_facts());
+        if (choice.host) throw refuse("the host backend (" + choice.why + ")");
+        const DeviceSession session(choice.facts.id);
+        const std::string backend_text =
+            "OpenCL " + choice.facts.name + " (" + choice.facts.platform + "; " + choice.why + ")";
+        const std::vector<replay::TimedResult> results =
+            replay::run_timed(trace, session.context, choice.facts.id, timed_runs, only, timed_max_seconds);
+        const std::size_t peak_live = replay::run_unpooled(trace).peak_held;
+        std::ostream& os = json_path == "-" ? std::cerr : std::cout;
+        os << "trace:   " << trace_path << ": " << trace.events.size() << " events (" << allocs << " allocs, "
+           << trace.events.size() - allocs << " frees) over " << pools << " (context, flags) pools\n"
+           << "backend: " << backend_text << "\n\n";
+        print_timed(os, results, peak_live, timed_runs);
+        replay::Target target;
+        target.what = replay::Target::type::opencl;
+        target.context = session.context;
+        target.device = choice.facts.id;
+        os << fast_and_frugal(target, {}) << '\n';
+        if (!json_path.empty()) {
+            nlohmann::json j;
+            j["trace"] = {{"path", trace_path},
+                          {"events", trace.events.size()},
+                          {"allocations", allocs},
+                          {"pools", pools},
+                          {"live_at_end", trace.live_at_end}};
+            j["backend"] = backend_text;
+            j["peak_live_bytes"] = peak_live;
+            j["timed"] = timed_json(results, peak_live);
+            OutputFile out(json_path);
+            out.stream() << j.dump(2) << '\n';
+            out.close();
+        }
+        const bool any_failed = std::any_of(results.begin(), results.end(), [](const replay::TimedResult& r) {
+            return r.first.failed || r.second.failed;
+        });
+        if (any_failed)
+            std::cerr << "clpool-replay: some allocations failed (the device ran out of memory or a size is above "
+                         "its limit); their times are not comparable.\n";
+        return exit_ok;
+#else
+        (void)trace;
+        (void)allocs;
+        (void)pools;
+        (void)only;
+        throw input_error("--timed needs an OpenCL device; this clpool-replay was built without OpenCL");
+#endif
+    };
 
     const auto body = [&]() -> int {
         std::vector<replay::Config> configs;
@@ -293,6 +494,7 @@ int main(int argc, char** argv) {
                 ++allocs;
                 keys.insert({e.ctx, e.flags});
             }
+        if (timed) return run_timed_mode(trace, allocs, keys.size());
 
         const std::size_t warmup = warmup_allocations(warmup_text, allocs);
         std::vector<Result> results{replay::run_unpooled(trace)};
@@ -349,6 +551,7 @@ int main(int argc, char** argv) {
         summary.print(os, "");
         os << "\nheld / live: peak bytes held from the driver over the peak of live bytes ("
            << format_bytes(static_cast<double>(peak_live)) << ", the 'no pool' row).\n";
+        os << fast_and_frugal(target, results) << '\n';
         if (!no_search)
             os << "min capacity: the smallest simulated device size with which the configuration replays the trace\n"
                   "with no failed allocation (bisection to "
@@ -402,7 +605,8 @@ int main(int argc, char** argv) {
             out.close();
         }
         if (suggest)
-            print_suggestion(os, trace, peak_live, resolution, replay::Requirement{min_hit_percent / 100.0, warmup});
+            print_suggestion(os, trace, peak_live, resolution, replay::Requirement{min_hit_percent / 100.0, warmup},
+                             fast_and_frugal(target, results));
         if (!svg_path.empty()) write_svg(svg_path, trace, results, x_axis == "time", "Bytes held over " + trace_path);
         const bool any_failed = std::any_of(results.begin(), results.end(), [](const Result& r) { return r.failed; });
         if (any_failed)

@@ -1,0 +1,171 @@
+#!/usr/bin/env python3
+"""Markdown summary of timed trace replays: clpool-replay --timed JSON and replay_timed_torch JSON.
+
+  replay_timed_summary.py [--machine machine.txt] [--notes notes.txt] [--merged OUT.json] RESULT.json ...
+
+A RESULT.json is one program's output or a merged list of them (--merged writes one). Each holds {"trace": {"path": ...}, "peak_live_bytes": N, "timed": [{"name", "first_pass", "second_pass",
+or "skipped"}]}. Rows are grouped by trace (the trace file's name without .trace). Per trace: ns per
+alloc + free pair of the first pass (from cold) and of the second (warm), their whole-pass times, peak held
+(PyTorch: reserved) over the live peak, the second pass's allocations with no driver call, and the times as a
+fraction of PyTorch's default allocator's. Then the targets for SVMArenaPool and OffsetArenaPool.
+Standard library only.
+"""
+
+import argparse
+import json
+import os
+import sys
+
+TARGET_POOLS = ("SVMArenaPool", "OffsetArenaPool")
+TORCH_DEFAULT = "PyTorch"
+# Rows and traces in this order, whatever order the files come in; others after them, by name.
+ROW_ORDER = ("BufferPool", "ArenaPool", "OffsetArenaPool", "SVMArenaPool", "SVMPool", "PyTorch")
+TRACE_ORDER = ("gpt_training", "gpt_inference")
+
+
+def ordered(names, order):
+    return sorted(names, key=lambda n: (order.index(n) if n in order else len(order), n))
+
+
+def trace_name(doc):
+    base = os.path.basename(doc.get("trace", {}).get("path", "?"))
+    for suffix in (".gz", ".trace"):
+        if base.endswith(suffix):
+            base = base[: -len(suffix)]
+    return base
+
+
+def load(paths):
+    traces = {}  # name -> {"peak_live": n, "allocations": n, "rows": [entry], "backends": set}
+    docs = []
+    for path in paths:
+        try:
+            with open(path) as f:
+                doc = json.load(f)
+        except (OSError, ValueError) as e:
+            print(f"replay_timed_summary: skipping {path}: {e}", file=sys.stderr)
+            continue
+        for d in doc if isinstance(doc, list) else [doc]:  # a merged results.json is a list of them
+            docs.append(d)
+            add(traces, d)
+    return traces, docs
+
+
+def add(traces, doc):
+    t = traces.setdefault(trace_name(doc), {"peak_live": doc.get("peak_live_bytes", 0),
+                                            "allocations": doc.get("trace", {}).get("allocations", 0),
+                                            "rows": [], "backends": []})
+    if doc.get("backend") and doc["backend"] not in t["backends"]:
+        t["backends"].append(doc["backend"])
+    for entry in doc.get("timed", []):
+        t["rows"].append(entry)
+
+
+def fmt_bytes(n):
+    n = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+
+
+def ratio(a, b):
+    return f"{a / b:.3f}" if a is not None and b else "-"
+
+
+def table(name, t):
+    rows = t["rows"]
+    torch = next((r for r in rows if r.get("name") == TORCH_DEFAULT and "first_pass" in r), None)
+    live = t["peak_live"]
+    out = [f"### {name}", "",
+           f"{t['allocations']} allocations, live peak {fmt_bytes(live)}; " + "; ".join(t["backends"]), "",
+           "| configuration | 1st pass ns/pair | 2nd pass ns/pair | 1st pass ms | 2nd pass ms | held / live "
+           "| 2nd pass: no driver call | driver calls 1st / 2nd | 1st / PyTorch's 1st | 2nd / PyTorch's 2nd |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    skipped = []
+    for r in rows:
+        if "first_pass" not in r:
+            skipped.append(f"- {r.get('name')}: skipped: {r.get('skipped', 'no result')}")
+            continue
+        a, b = r["first_pass"], r["second_pass"]
+        out.append(
+            f"| {r['name']} | {a['ns_per_pair']:.1f} | {b['ns_per_pair']:.1f} | {a['seconds'] * 1e3:.2f} "
+            f"| {b['seconds'] * 1e3:.2f} | {a['peak_held_over_peak_live']:.3f}x "
+            f"| {100 * b['no_driver_call_rate']:.2f}% | {a['driver_calls']} / {b['driver_calls']} "
+            f"| {ratio(a['ns_per_pair'], torch and torch['first_pass']['ns_per_pair'])} "
+            f"| {ratio(b['ns_per_pair'], torch and torch['second_pass']['ns_per_pair'])} |")
+        if a.get("failed") or b.get("failed"):
+            skipped.append(f"- {r['name']}: {a.get('failed', 0)} / {b.get('failed', 0)} allocations failed "
+                           "in the 1st / 2nd pass: its times are not comparable")
+    return out + ([""] + skipped if skipped else []) + [""]
+
+
+def targets(traces):
+    """The targets for the fast-and-frugal pools, per trace: met, NOT met, or - (a row is missing)."""
+    out = ["## Targets (SVMArenaPool, OffsetArenaPool)", "",
+           "held / live <= 1.05x and <= PyTorch expandable_segments:True's; >= 99% of the 2nd pass with no driver "
+           "call; 1st and 2nd pass ns/pair <= 1/5 of PyTorch's default allocator's.", "",
+           "| trace | pool | held / live | <= expandable's | no driver call | 1st <= 1/5 | 2nd <= 1/5 |",
+           "|---|---|---|---|---|---|---|"]
+    for name, t in traces.items():
+        by = {r.get("name"): r for r in t["rows"] if "first_pass" in r}
+        torch = by.get(TORCH_DEFAULT)
+        expandable = next((r for n, r in by.items() if n and "expandable" in n), None)
+        for pool in TARGET_POOLS:
+            r = by.get(pool)
+            if not r:
+                continue
+            a, b = r["first_pass"], r["second_pass"]
+            hl = a["peak_held_over_peak_live"]
+            mark = lambda ok: "-" if ok is None else ("met" if ok else "NOT met")
+            vs_exp = None if not expandable else hl <= expandable["first_pass"]["peak_held_over_peak_live"]
+            first = None if not torch else a["ns_per_pair"] <= torch["first_pass"]["ns_per_pair"] / 5
+            second = None if not torch else b["ns_per_pair"] <= torch["second_pass"]["ns_per_pair"] / 5
+            out.append(f"| {name} | {pool} | {hl:.3f}x {mark(hl <= 1.05)} | {mark(vs_exp)} "
+                       f"| {100 * b['no_driver_call_rate']:.2f}% {mark(b['no_driver_call_rate'] >= 0.99)} "
+                       f"| {mark(first)} | {mark(second)} |")
+    return out + [""]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("results", nargs="*")
+    ap.add_argument("--machine", help="machine.txt, quoted at the top")
+    ap.add_argument("--notes", help="notes.txt (skipped or failed runs), quoted at the end")
+    ap.add_argument("--merged", help="also write every result file's JSON, in one list, to this path")
+    args = ap.parse_args()
+    traces, docs = load(args.results)
+    out = ["# Trace replays timed: clpool's pools against PyTorch's caching allocator, C++ on both sides", ""]
+    if args.machine and os.path.exists(args.machine):
+        out += ["```"] + open(args.machine).read().rstrip().splitlines() + ["```", ""]
+    out += ["ns/pair: a pass's wall time over its allocations (every alloc with its free; what the trace never "
+            "frees is freed at the end of the pass). 1st pass: a fresh pool or an emptied cache; 2nd pass: the same "
+            "trace again, warm. held / live: peak bytes held from the driver (PyTorch: reserved) during the 1st pass "
+            "over the trace's live peak. No driver call: 1 - driver calls / allocations of the 2nd pass (a driver "
+            "call: a bucketed pool's miss, an arena's segment or sub-buffer made, PyTorch's device allocation). "
+            "The last two columns: the time per pair over PyTorch's default allocator's (below 0.2 meets the "
+            "target).", ""]
+    if not traces:
+        out += ["No results.", ""]
+    traces = {name: traces[name] for name in ordered(traces, TRACE_ORDER)}
+    for t in traces.values():
+        by_name = {}
+        for r in t["rows"]:
+            by_name.setdefault(r.get("name") or "?", []).append(r)
+        t["rows"] = [r for n in ordered(by_name, ROW_ORDER) for r in by_name[n]]
+    for name, t in traces.items():
+        out += table(name, t)
+    if traces:
+        out += targets(traces)
+    if args.notes and os.path.exists(args.notes) and os.path.getsize(args.notes):
+        out += ["## Notes", "", "```"] + open(args.notes).read().rstrip().splitlines() + ["```", ""]
+    print("\n".join(out))
+    if args.merged:
+        with open(args.merged, "w") as f:
+            json.dump(docs, f, indent=1)
+            f.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
