@@ -276,7 +276,7 @@ void register_all() {
         }
     if (env_size("CLPOOL_BENCH_SWEEP", 1) != 0)
         for (std::size_t d : counts)
-            for (unsigned t : {1u, 2u, 4u, 8u})
+            for (unsigned t : {2u, 4u, 8u, 12u, 16u})
                 for (std::size_t mib : {4, 8, 16})
                     for (unsigned b : {3u, 4u}) {
                         H2D c;
@@ -291,7 +291,7 @@ void register_all() {
                             h2d, c));
                     }
     for (std::size_t d : counts)
-        for (unsigned t : {1u, 2u, 4u, 8u})
+        for (unsigned t : {1u, 2u, 4u, 8u, 12u, 16u})
             for (bool workers : {true, false})
                 settle(benchmark::RegisterBenchmark(("host/" + std::string(workers ? "workers" : "memcpy") + "/" +
                                                      std::to_string(d) + "/t" + std::to_string(t))

@@ -605,23 +605,23 @@ TEST_CASE("parallel host copies are exact for odd sizes, part counts and alignme
     }
 }
 
-// TransferOptions::copy_threads is 0 or 1..8 (transfer.hpp, TRANSFERS.md), and bad options
+// TransferOptions::copy_threads is 0 or 1..32 (transfer.hpp, TRANSFERS.md), and bad options
 // throw config_error naming them: a large value taken as is would start that many worker
 // threads, which never end.
-TEST_CASE("TransferOptions::copy_threads outside 0..8 is a config_error naming the value") {
+TEST_CASE("TransferOptions::copy_threads outside 0..32 is a config_error naming the value") {
     auto& env = OpenCLEnv::get();
     cl::Buffer dev(env.context, CL_MEM_READ_WRITE, 4096);
     std::vector<unsigned char> src(4096, 1);
     TransferOptions o;
-    o.copy_threads = 9;
+    o.copy_threads = 33;
     bool threw = false;
     try {
         upload(env.queue, dev, 0, src.data(), src.size(), o).wait();
     } catch (const config_error& e) {
         threw = true;
-        CHECK(std::string(e.what()).find("copy_threads=9") != std::string::npos);
+        CHECK(std::string(e.what()).find("copy_threads=33") != std::string::npos);
     }
-    CHECK_MESSAGE(threw, "copy_threads=9 was accepted");
+    CHECK_MESSAGE(threw, "copy_threads=33 was accepted");
 }
 
 #endif  // CLPOOL_HAS_OPENCL

@@ -42,7 +42,7 @@ struct TransferOptions {
     // Transfers of at most this many bytes go direct: for them the extra host
     // copy and the per-chunk costs outweigh what a pageable DMA loses.
     std::size_t direct_max_bytes = std::size_t{256} << 10;
-    // Threads for each host copy into/out of staging (0: half the cores, 1..8).
+    // Threads for each host copy into/out of staging (0: half the cores, at most 16; 1..32).
     unsigned copy_threads = 0;
     // The host memory is already pinned (e.g. from cudaHostAlloc or a mapped
     // buffer of your own): go direct. PinnedAllocator memory is recognised
@@ -97,9 +97,9 @@ inline void validate_options(const TransferOptions& o) {
     if (o.staging_buffers < 2 || o.staging_buffers > 8)
         throw config_error("clpool: TransferOptions::staging_buffers=" + std::to_string(o.staging_buffers) +
                            " must be between 2 and 8");
-    if (o.copy_threads > 8)
+    if (o.copy_threads > 32)
         throw config_error("clpool: TransferOptions::copy_threads=" + std::to_string(o.copy_threads) +
-                           " must be 0 (automatic) or between 1 and 8");
+                           " must be 0 (automatic) or between 1 and 32");
 }
 
 inline const cl_event* raw_events(const std::vector<cl::Event>& v, std::vector<cl_event>& out) {
