@@ -11,6 +11,7 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <cstring>
 #include <numeric>
 #include <string>
@@ -264,6 +265,8 @@ TEST_CASE("contexts made and released one after another are freed: the drop-in k
     REQUIRE_MESSAGE(bool(set_destructor), "the OpenCL loader has no clSetContextDestructorCallback (3.0)");
     static std::atomic<int> destroyed{0};
     destroyed = 0;
+    Fresh busy;  // a context with a buffer out: never let go, so its bucket never goes back to a freed pool
+    auto kept = std::make_unique<clpool::Buffer>(busy.context, CL_MEM_READ_WRITE, 1000);
     constexpr int rounds = 40;
     for (int i = 0; i < rounds; ++i) {
         cl_int err = CL_SUCCESS;
@@ -285,4 +288,8 @@ TEST_CASE("contexts made and released one after another are freed: the drop-in k
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
     CHECK(destroyed.load() >= rounds - bound);
     CHECK(detail::dropin_pools::instance().contexts_held() <= detail::dropin_pools::max_contexts);
+    REQUIRE(dropin_stats(busy.context, CL_MEM_READ_WRITE).has_value());  // kept all along
+    CHECK(busy.stats().bytes_in_use == 1024);
+    kept.reset();
+    CHECK(busy.wait_cached(1024));  // back in its pool
 }

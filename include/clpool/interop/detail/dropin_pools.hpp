@@ -26,15 +26,15 @@ using dropin_pool = Pool<PowerOfTwoBuckets, DeviceLocal, Unlimited, SingleMutex,
 // (the application's copies) is gone. CL_MEM_SIZE is the asked size.
 //
 // A pool holds its context (through its backend, queue and buffers), and the
-// drop-in cannot see the application release a context. So the pools of at
-// most max_contexts contexts are kept: a new context's first buffer lets go
-// of the pools of the one least recently used, freeing its cache (a bucket
-// still out frees itself when the driver deletes its sub-buffer) and, if the
-// application released it, the context. A program that makes contexts one
-// after another holds max_contexts of them, not every one it made.
+// drop-in cannot see the application release a context. So the pools of
+// max_contexts contexts are kept: a new context's first buffer lets go of the
+// pools of the least recently used one that has no buffer out, freeing its
+// cache and, if the application released it, the context. A program that
+// makes contexts one after another holds max_contexts of them, not every one
+// it made; more only while more than max_contexts have buffers out.
 class dropin_pools {
 public:
-    // Contexts whose pools are kept; each past it lets go of the least recently used one's.
+    // Contexts whose pools are kept; each past it lets go of the least recently used idle one's.
     static constexpr std::size_t max_contexts = 16;
 
     // The process-wide set. Never destroyed: no OpenCL call at exit.
@@ -83,7 +83,7 @@ public:
         return p == c->second.pools.end() ? nullptr : p->second;
     }
 
-    // How many contexts' pools are kept (at most max_contexts). Thread-safe.
+    // How many contexts' pools are kept (max_contexts, unless more have buffers out). Thread-safe.
     std::size_t contexts_held() {
         std::lock_guard lock(mutex_);
         return contexts_.size();
@@ -122,7 +122,7 @@ private:
             c.context = cl::Context(ctx, true);
             c.device = opencl::context_devices(ctx)[0];
             c.generation = birth_generation();
-            if (contexts_.size() > max_contexts) let_go_of_oldest(ctx, gone);
+            while (contexts_.size() > max_contexts && let_go_of_oldest(ctx, gone)) {}
         }
         c.used = ++uses_;
         auto& p = c.pools[key];
@@ -130,18 +130,33 @@ private:
         return p;
     }
 
-    // Moves the least recently used context but `keep` out of the set, into
-    // `gone`. Under mutex_. Only one of this process's: a fork parent's holds
-    // handles the child must not release.
-    void let_go_of_oldest(cl_context keep, std::vector<per_context>& gone) {
+    // Moves the least recently used idle context but `keep` out of the set,
+    // into `gone`. Under mutex_. Only one of this process's (a fork parent's
+    // holds handles the child must not release), and only one whose pools
+    // nobody else holds (a create() or dropin_stats() under way: their copies
+    // are made under mutex_) and have no bucket out: a bucket out would go
+    // back to its destroyed pool from a driver callback, and be freed there,
+    // a clReleaseMemObject inside the driver's callback. False if none is.
+    bool let_go_of_oldest(cl_context keep, std::vector<per_context>& gone) {
         auto oldest = contexts_.end();
         for (auto it = contexts_.begin(); it != contexts_.end(); ++it)
             if (it->first != keep && may_free(it->second.generation) &&
-                (oldest == contexts_.end() || it->second.used < oldest->second.used))
+                (oldest == contexts_.end() || it->second.used < oldest->second.used) && idle(it->second))
                 oldest = it;
-        if (oldest == contexts_.end()) return;
+        if (oldest == contexts_.end()) return false;
         gone.push_back(std::move(oldest->second));
         contexts_.erase(oldest);
+        return true;
+    }
+
+    static bool idle(const per_context& c) noexcept {
+        try {
+            for (const auto& [flags, pool] : c.pools)
+                if (pool.use_count() != 1 || pool->stats().bytes_in_use != 0) return false;
+            return true;
+        } catch (...) {  // stats() out of host memory: not known to be idle
+            return false;
+        }
     }
 
     std::mutex mutex_;
