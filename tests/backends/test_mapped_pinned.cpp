@@ -118,7 +118,8 @@ TEST_CASE("a mapped staging buffer under a pending copy is not handed back until
     CHECK(pool.stats().bytes_pending == 0);
 }
 
-TEST_CASE("freeing a mapped buffer waits for the copies still using its pointer: trim, pool end, orphan release") {
+TEST_CASE(
+    "freeing a mapped buffer waits for the copies still using its pointer: pool end, orphan release; trim keeps it") {
     auto& env = OpenCLEnv::get();
     BufferPool device(env.context);
     const std::size_t n = 128 * 1024;
@@ -141,13 +142,24 @@ TEST_CASE("freeing a mapped buffer waits for the copies still using its pointer:
         std::memcpy(h.buffer().host(), src.data(), n);
         const cl::Event copy = held_copy_from(h, dev.buffer(), n, gate);
         h.release_after(&copy, 1);
-        std::atomic<bool> opened{false};
-        auto t = open_later(gate, opened);
-        CHECK(pool.trim() == pool.bucket_size_for(n));  // blocks until the copy ran, then unmaps
-        CHECK(opened);
-        CHECK(status_of(copy) == CL_COMPLETE);
-        t.join();
-        CHECK(read_back(dev.buffer(), n) == src);
+        // The gate opens after 10 s if trim() is still blocked on it: a failure, not a hang.
+        std::atomic<bool> trimmed{false}, fired{false};
+        std::thread watchdog([&] {
+            for (int i = 0; i < 1000 && !trimmed; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+            if (!trimmed) {
+                fired = true;
+                gate.open();
+            }
+        });
+        const std::size_t freed = pool.trim();  // the copy still runs: the buffer stays pending, mapped
+        trimmed = true;
+        watchdog.join();
+        CHECK_FALSE(fired);
+        CHECK(freed == 0);
+        if (!fired) gate.open();
+        copy.wait();
+        CHECK(read_back(dev.buffer(), n) == src);  // the copy read the still-mapped pointer
+        CHECK(pool.trim() == pool.bucket_size_for(n));  // done: unmapped and freed
         CHECK(pool.stats().bytes_allocated == 0);
     }
     SUBCASE("the pool's destructor") {
@@ -201,12 +213,12 @@ TEST_CASE("the mapped pinned backend refuses device-local memory; the registry g
     CHECK(h.buffer().host() != nullptr);
 }
 
-// A documented limit, not a defect: a pending buffer's mapped pointer is used by a copy that
-// names another buffer, so the pool must wait for that copy before it unmaps and frees the
-// buffer (trim, release_pools, the pool's end, the out-of-memory retry). A copy held by a user
-// event holds those calls until the event is set: the thread that sets it must not be the one
-// that calls them (nor a blocking call on the held queue, which waits for the copy as well).
-TEST_CASE("release_pools and trim wait for a staging copy a user event holds; set it from another thread") {
+// A pending buffer's mapped pointer is used by a copy that names another buffer, so freeing it
+// (unmap, release) must wait for that copy. trim() does not wait: it keeps such a buffer pending
+// and gives it back once its copy is done. The pool's end (release_pools) waits: a copy held by
+// a user event holds it until the event is set, so the thread that sets it must not be the one
+// that calls it (nor a blocking call on the held queue, which waits for the copy as well).
+TEST_CASE("trim keeps a staging buffer whose copy a user event holds; release_pools waits for it") {
     auto& env = OpenCLEnv::get();
     cl_int err = CL_SUCCESS;
     cl_device_id dev_id = env.device();
@@ -229,20 +241,42 @@ TEST_CASE("release_pools and trim wait for a staging copy a user event holds; se
         h.release_after(&copy, 1);
         return copy;
     };
-    for (const bool whole_context : {false, true}) {
-        CAPTURE(whole_context);
+    {
         cl::Event gate(clCreateUserEvent(ctx(), &err), false);
         REQUIRE(err == CL_SUCCESS);
         const cl::Event copy = stage_held(gate());
-        CHECK(get_mapped_pinned_pool(q).stats().bytes_pending > 0);
+        auto& pool = get_mapped_pinned_pool(q);
+        // Sets the gate after 10 s if trim() is still blocked on it: the test then fails, not hangs.
+        std::atomic<bool> trimmed{false}, watchdog_fired{false};
+        std::thread watchdog([&] {
+            for (int i = 0; i < 1000 && !trimmed; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+            if (!trimmed) {
+                watchdog_fired = true;
+                clSetUserEventStatus(gate(), CL_COMPLETE);
+            }
+        });
+        const std::size_t freed = pool.trim();
+        trimmed = true;
+        watchdog.join();
+        CHECK_FALSE(watchdog_fired);
+        CHECK(freed == 0);
+        CHECK(pool.stats().bytes_pending == pool.bucket_size_for(n));
+        if (!watchdog_fired) REQUIRE(clSetUserEventStatus(gate(), CL_COMPLETE) == CL_SUCCESS);
+        REQUIRE(clWaitForEvents(1, &copy()) == CL_SUCCESS);
+        CHECK(pool.trim() == pool.bucket_size_for(n));  // its copy done: given back
+        CHECK(read_back_on(q, dev, n) == src);
+    }
+    {
+        cl::Event gate(clCreateUserEvent(ctx(), &err), false);
+        REQUIRE(err == CL_SUCCESS);
+        const cl::Event copy = stage_held(gate());
         std::atomic<bool> opened{false};
         std::thread opener([&] {
             std::this_thread::sleep_for(std::chrono::milliseconds(50));
             opened = true;
             clSetUserEventStatus(gate(), CL_COMPLETE);
         });
-        if (whole_context) release_pools(ctx);  // the pool's end
-        else CHECK(get_mapped_pinned_pool(q).trim() == get_mapped_pinned_pool(q).bucket_size_for(n));
+        release_pools(ctx);  // the pool's end
         CHECK(opened);  // it returned only after the event was set ...
         CHECK(status_of(copy) == CL_COMPLETE);  // ... and the copy had run from the still-mapped pointer
         opener.join();

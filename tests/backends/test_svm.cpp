@@ -8,6 +8,8 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <numeric>
@@ -272,4 +274,56 @@ TEST_CASE("OffsetArenaPool: kernels take (segment, offset); no sub-buffer unless
             CL_SUCCESS);
     CHECK(first == 3001);
     CHECK(&held[3].buffer().sub_buffer() == &sub);  // made once
+}
+
+namespace {
+// Runs `call` while a user event gates a block's release; if `call` is still running after 10 s
+// the event is set so that it returns, and the test fails instead of hanging. Returns whether it
+// returned by itself.
+template <class Call>
+bool returns_while_gated(const cl::Event& gate, Call&& call) {
+    std::atomic<bool> done{false}, fired{false};
+    std::thread watchdog([&] {
+        for (int i = 0; i < 1000 && !done; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        if (!done) {
+            fired = true;
+            clSetUserEventStatus(gate(), CL_COMPLETE);
+        }
+    });
+    call();
+    done = true;
+    watchdog.join();
+    return !fired;
+}
+}  // namespace
+
+TEST_CASE_TEMPLATE("SVM pools: release_after and trim never wait for a block's events", P, SVMPool, SVMArenaPool) {
+    auto& env = OpenCLEnv::get();
+    P pool(env.context);
+    auto h = pool.allocate(1 << 16);
+    cl_int err = CL_SUCCESS;
+    cl::Event gate(clCreateUserEvent(env.context(), &err), false);
+    REQUIRE(err == CL_SUCCESS);
+    h.release_after(&gate, 1);
+    std::size_t freed = 1;
+    CHECK(returns_while_gated(gate, [&] { freed = pool.trim(); }));
+    CHECK(freed == 0);  // the gated block stays pending: freeing it would wait
+    CHECK(pool.stats().bytes_pending > 0);
+    REQUIRE(clSetUserEventStatus(gate(), CL_COMPLETE) == CL_SUCCESS);
+    CHECK(pool.trim() > 0);  // complete now: given back
+    CHECK(pool.stats().bytes_pending == 0);
+}
+
+TEST_CASE("SVM pools: a release_after the caps refuse does not wait for its events") {
+    auto& env = OpenCLEnv::get();
+    using CachesNothing = Pool<PowerOfTwoBuckets, DeviceLocal, Capped, SingleMutex, SVMBackend, Diagnostics>;
+    CachesNothing pool(SVMBackend(env.context), Capped{std::size_t{1} << 20, 0});
+    auto h = pool.allocate(1 << 16);
+    cl_int err = CL_SUCCESS;
+    cl::Event gate(clCreateUserEvent(env.context(), &err), false);
+    REQUIRE(err == CL_SUCCESS);
+    CHECK(returns_while_gated(gate, [&] { h.release_after(&gate, 1); }));
+    CHECK(pool.stats().bytes_pending == pool.bucket_size_for(1 << 16));  // kept past the cap while it runs
+    REQUIRE(clSetUserEventStatus(gate(), CL_COMPLETE) == CL_SUCCESS);
+    CHECK(pool.trim() == pool.bucket_size_for(1 << 16));
 }

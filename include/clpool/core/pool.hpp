@@ -132,7 +132,9 @@ public:
     }
 
     // Gives every cached and pending buffer back to the driver. Buffers in
-    // use are untouched. Returns the number of bytes given back.
+    // use are untouched. Returns the number of bytes given back. Where freeing
+    // waits for a buffer's events (SVM, USM, mapped pinned memory), a pending
+    // buffer whose events still run is kept: trim() does not block on them.
     // A sub-allocating backend (SubAllocated) then also gives its whole empty
     // segments back; the bytes returned are still the pool's own.
     std::size_t trim() noexcept {
@@ -220,7 +222,9 @@ private:
     }
 
     std::size_t trim_from(const site_type* where) noexcept {
-        const std::size_t freed = give_cache_back(where);
+        // Where freeing waits for a buffer's events (SVM, USM, mapped pinned), a pending
+        // buffer whose events still run stays: trim() never blocks on the application's commands.
+        const std::size_t freed = give_cache_back<!traits::free_waits_for_events>(where);
         if constexpr (Diag::enabled) lists_.note_trim(freed, where);
         traits::release_empty(backend_);
         return freed;

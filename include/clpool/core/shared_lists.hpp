@@ -185,6 +185,14 @@ public:
             s.in_use.erase(s.in_use.iterator_to(*b));
             s.counters.on_release(bucket.counts, b->bucket_bytes, nbytes);
             if constexpr (!MayRefuse) keep = !detail::shut_down() && !returned && admit(b->bucket, b->bucket_bytes);
+            if constexpr (traits::free_waits_for_events) {
+                // Freeing it would wait here for its events (a release_after must not block): it
+                // stays pending past the caps, and is a cached buffer like any other once they complete.
+                if (!keep && pending && !detail::shut_down()) {
+                    idle_total_.add(b->bucket_bytes);
+                    keep = true;
+                }
+            }
             if (keep && pending) {
                 bucket.pending.push_back(*b);
                 s.counters.on_pending(bucket.counts, b->bucket_bytes);
@@ -427,7 +435,7 @@ private:
 
     // 16-byte aligned, so counts' hot pair is (see bucket_counts).
     struct alignas(16) bucket_state {
-        list_type free;     // LIFO: the most recently used buffer is warmest
+        list_type free;  // LIFO: the most recently used buffer is warmest
         list_type pending;  // released with events still running
         detail::bucket_counts counts;
     };
@@ -494,7 +502,7 @@ private:
     // keep their size and cache-line offsets whether or not a front exists.
     std::array<std::size_t, Buckets::bucket_count + 1> reserved_{};
     idle_counter idle_total_;  // cached + pending + reserved bytes, against the byte cap
-    counter held_;             // bytes held from the driver
+    counter held_;  // bytes held from the driver
     counter peak_held_;
 };
 

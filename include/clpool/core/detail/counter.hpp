@@ -61,6 +61,7 @@ private:
 // For pools with no byte cap: counts nothing, admits everything to the policy.
 class null_counter {
 public:
+    void add(std::size_t) noexcept {}
     void sub(std::size_t) noexcept {}
     template <class Admit>
     bool try_reserve(std::size_t, Admit admit) noexcept {
