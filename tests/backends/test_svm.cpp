@@ -143,6 +143,13 @@ TEST_CASE("SVM transfers: ranges are checked against what the holder asked for, 
     SVMArenaPool::handle empty;
     CHECK_THROWS_AS(upload(env.queue, empty, 0, src.data(), 1), usage_error);
     CHECK_THROWS_AS(SVMMapping(env.queue, empty, CL_MAP_READ), usage_error);
+    auto none = pool.allocate(0);
+    try {
+        SVMMapping zero(env.queue, none, CL_MAP_READ);
+        FAIL("a map of 0 bytes was accepted");
+    } catch (const usage_error& e) {
+        CHECK(std::string(e.what()).find("0 bytes") != std::string::npos);
+    }
 }
 
 TEST_CASE("SVMArenaPool: blocks are disjoint pointers into few segments, made with no driver call") {

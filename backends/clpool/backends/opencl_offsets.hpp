@@ -41,7 +41,9 @@ public:
     // The block's bytes (the holder asked for nbytes() of them).
     std::size_t size() const noexcept { return bytes_; }
     // A cl::Buffer of exactly this block, made on the first call and kept
-    // while the block is held. Throws driver_error if the driver refuses it
+    // with the block while it stays in the pool (a later holder of the same
+    // block gets the same one). Not counted in stats().sub_buffers_made, which
+    // counts the arena's own driver calls. Throws driver_error if the driver refuses it
     // (e.g. CL_MISALIGNED_SUB_BUFFER_OFFSET: blocks start at multiples of the
     // device's base-address alignment, so it should not).
     const cl::Buffer& sub_buffer() const {

@@ -74,11 +74,13 @@ inline void set_kernel_arg(const cl::Kernel& kernel, cl_uint index, const cl::Bu
 class SVMMapping {
 public:
     SVMMapping() noexcept = default;
-    // Throws usage_error for a null pointer or queue, driver_error when the map fails.
+    // Throws usage_error for a null pointer or queue or 0 bytes, driver_error when the map fails.
     SVMMapping(const cl::CommandQueue& queue, const SVMSpan& span, cl_map_flags flags) : SVMMapping() {
-        if (!queue() || !span)
+        if (!queue() || !span || span.size() == 0)
             throw usage_error(std::string("clpool: SVM map of ") + std::to_string(span.size()) + " bytes " +
-                              (!queue() ? "on a null cl::CommandQueue" : "at a null SVM pointer"));
+                              (!queue() ? "on a null cl::CommandQueue"
+                               : !span  ? "at a null SVM pointer"
+                                        : "(clEnqueueSVMMap needs at least 1 byte)"));
         opencl::check(clEnqueueSVMMap(queue(), CL_TRUE, flags, span.get(), span.size(), 0, nullptr, nullptr),
                       "clEnqueueSVMMap");
         queue_ = queue;
