@@ -5,6 +5,7 @@
 #include <clpool/backends/mapped_buffer.hpp>
 #include <clpool/backends/opencl.hpp>
 #include <clpool/backends/pinned_ranges.hpp>
+#include <clpool/platform/numa_opencl.hpp>
 #include <clpool/platform/release_in_place.hpp>
 
 #include <algorithm>
@@ -87,7 +88,8 @@ public:
     MappedPinnedBackend(const cl::CommandQueue& queue, cl_mem_flags access_flags = CL_MEM_READ_WRITE)
         : MappedPinnedBackend(opencl::context_of(queue), opencl::device_of(queue), access_flags) {}
     MappedPinnedBackend(const cl::Context& context, cl_device_id device, cl_mem_flags access_flags)
-        : dev_(context, device, "clCreateCommandQueue (clpool mapped pinned backend)"), access_flags_(access_flags) {}
+        : dev_(context, device, "clCreateCommandQueue (clpool mapped pinned backend)"), access_flags_(access_flags),
+          place_(&numa::placement_of(device)) {}
 
     std::size_t max_alloc_size() const noexcept { return dev_.max_alloc; }
     bool unified_memory() const noexcept { return dev_.unified; }
@@ -101,6 +103,9 @@ public:
     Allocation<MappedBuffer> allocate(std::size_t n, MemoryKind kind) noexcept {
         if (kind == MemoryKind::device_local) return failure(CL_INVALID_VALUE);
         const std::size_t bytes = n == 0 ? 1 : n;  // a zero-byte buffer or map is invalid
+        // Created and mapped (which commits the pages) from a thread on the device's NUMA node,
+        // so the kernel places the pages there; nothing changes on a one-node host.
+        const numa::scoped_binding on_node(place_->cpus);
         cl_int err = CL_SUCCESS;
         cl_mem mem = clCreateBuffer(dev_.context(), access_flags_ | CL_MEM_ALLOC_HOST_PTR, bytes, nullptr, &err);
         if (err != CL_SUCCESS) return failure(err);
@@ -150,6 +155,7 @@ private:
 
     opencl::private_device dev_;  // its queue maps on allocate; each buffer keeps a reference for its unmap
     cl_mem_flags access_flags_;
+    const numa::placement* place_;  // the device's NUMA node and CPUs (kept for the process)
 };
 
 static_assert(Backend<MappedPinnedBackend>);
