@@ -229,7 +229,7 @@ TEST_CASE("quarter buckets round up by at most a quarter") {
 TEST_CASE("replaying the worked trace gives the counts worked out by hand") {
     const Trace t = parse_trace(worked);
     const auto configs = alias_configs();
-    REQUIRE(configs.size() == 4);
+    REQUIRE(configs.size() == 6);  // and SVMArenaPool, OffsetArenaPool
     CHECK(configs[3].name == "ArenaPool");
     for (auto what : {Target::type::host, Target::type::sim}) {
         Target target;
@@ -405,7 +405,7 @@ TEST_CASE("the warm-up leaves the first allocations out of the warm hit rate") {
 
 TEST_CASE("--suggest's candidates parse back to themselves, and the winner prints as a using line") {
     const auto candidates = suggest_candidates(std::size_t{1} << 30);
-    CHECK(candidates.size() == (std::size(bucket_schemes) - 1) * 5 * 3 + 27);
+    CHECK(candidates.size() == (std::size(bucket_schemes) - 1) * 5 * 3 + 27 + 6);
     std::set<std::string> specs;
     for (const auto& c : candidates) {
         CAPTURE(c.spec);
@@ -418,7 +418,9 @@ TEST_CASE("--suggest's candidates parse back to themselves, and the winner print
         CHECK(back.arena.small_segment == c.arena.small_segment);
         CHECK(back.arena.large_segment == c.arena.large_segment);
         CHECK(back.arena.max_free_fraction == c.arena.max_free_fraction);
+        CHECK(back.free_views == c.free_views);
     }
+    CHECK(using_line(parse_config("buckets=arena,views=free", 1)).find("clpool::OffsetArenaPool") != std::string::npos);
     const std::string line = using_line(parse_config("buckets=eighth,cap=1GiB,per-bucket=8", 1));
     CHECK(line.find("using TracedPool = clpool::Pool<clpool::EighthPowerOfTwoBuckets, clpool::DeviceLocal, "
                     "clpool::Capped, clpool::SingleMutex, clpool::OpenCLBackend>;") == 0);
@@ -542,3 +544,72 @@ TEST_CASE("the replay runs on the OpenCL test device with the same counts") {
     CHECK(r.held_at_end == 4096 + 1048576 + 65536 + 512 + 256);
 }
 #endif
+
+// Seven events on which more capacity fails where less succeeds: with room for a 2 MiB small
+// segment the 300000-byte block lands beside the cached 1 MiB one, and the 1.5 MB request then
+// finds two holes of 1 MiB and 0.75 MiB in it; with less room both small blocks get segments of
+// their own, which the out-of-memory trim gives back. A bisection found 16180224 bytes, 12% above
+// the smallest; walking the capacities where the replay changes finds the smallest.
+TEST_CASE("the capacity search finds the smallest capacity where more capacity does not always serve") {
+    const Trace t = parse_trace(
+        "clpool-trace 1\n"
+        "1 alloc 1 0x1 0x1 12582912\n"
+        "2 free 1\n"
+        "3 alloc 2 0x1 0x1 12582912\n"
+        "4 alloc 3 0x1 0x1 1048576\n"
+        "5 alloc 4 0x1 0x1 300000\n"
+        "6 free 3\n"
+        "7 alloc 5 0x1 0x1 1500000\n");
+    const Config arena = alias_configs()[3];
+    REQUIRE(arena.name == "ArenaPool");
+    Target sim;
+    sim.what = Target::type::sim;
+    auto fails_at = [&](std::size_t capacity) {
+        sim.capacity = capacity;
+        return run(t, arena, sim).failed != 0;
+    };
+    const std::size_t live = run_unpooled(t).peak_held;
+    std::size_t smallest = (live + 511) / 512 * 512;  // every size the simulation holds is a multiple of 512
+    while (fails_at(smallest)) smallest += 512;
+    REQUIRE(fails_at(smallest + (512u << 10)));  // not monotone: half a MiB more fails
+    const CapacityResult c = min_capacity(t, arena, Requirement{}, live, 1);
+    REQUIRE(c.capacity.has_value());
+    CHECK(*c.capacity == smallest);
+    CHECK(c.at.failed == 0);
+}
+
+TEST_CASE("views=free: the arena over a parent whose views cost no driver call") {
+    const Config c = parse_config("buckets=arena,views=free", 1);
+    CHECK(c.free_views);
+    CHECK(c.arena.small_limit == ArenaOptions::for_free_views().small_limit);
+    CHECK(c.arena.empty_grace == 0);
+    CHECK(parse_config("buckets=arena,views=free,small=64KiB", 1).arena.small_limit == 64u << 10);
+    CHECK_THROWS_WITH_AS(parse_config("buckets=pow2,views=free", 1),
+                         doctest::Contains("views= applies to buckets=arena only"), config_spec_error);
+    CHECK_THROWS_WITH_AS(parse_config("buckets=arena,views=cheap", 1), doctest::Contains("or free"), config_spec_error);
+    const auto configs = alias_configs();
+    REQUIRE(configs.size() == 6);
+    CHECK(configs[4].name == "SVMArenaPool");
+    CHECK(configs[5].name == "OffsetArenaPool");
+    CHECK(configs[4].free_views);
+    // A block carved at a new (offset, size) every step, each smaller than the first: views count
+    // as driver calls, unless free.
+    std::string text = "clpool-trace 1\n";
+    for (int i = 1; i <= 50; ++i)
+        text += std::to_string(2 * i) + " alloc " + std::to_string(i) + " 0x1 0x1 " +
+                std::to_string(2000000 - 4096 * i) + "\n" + std::to_string(2 * i + 1) + " free " + std::to_string(i) +
+                "\n";
+    const Trace t = parse_trace(text);
+    for (auto what : {Target::type::host, Target::type::sim}) {
+        Target target;
+        target.what = what;
+        CAPTURE(target.description());
+        const Result views = run(t, configs[3], target, 10);
+        const Result free = run(t, configs[4], target, 10);
+        CHECK(views.views == 50);
+        CHECK(views.warm_hit_rate() == 0.0);
+        CHECK(free.views == 0);
+        CHECK(free.warm_hit_rate() == 1.0);
+        CHECK(free.stats.sub_buffers_made == 0);
+    }
+}

@@ -41,6 +41,10 @@ struct Config {
     kind_choice kind = kind_choice::device;
     ArenaOptions arena;  // buckets=arena only
     std::string spec;    // how it was written, for the report
+    // buckets=arena only: the parent's views cost no driver call (views=free:
+    // SVMBackend's pointer plus an offset, OpenCLOffsetBackend's buffer plus an
+    // offset), so only a segment's allocation counts as one.
+    bool free_views = false;
 };
 
 // A bad --config text; the message names the key or value and what is allowed.
@@ -72,7 +76,9 @@ inline const char* to_string(kind_choice k) noexcept {
 }
 
 // The named pools as configurations (their policies, their default caps):
-// BufferPool, PinnedBufferPool, PersistentBufferPool, ArenaPool.
+// BufferPool, PinnedBufferPool, PersistentBufferPool, ArenaPool, and the arenas
+// whose views are free: SVMArenaPool and OffsetArenaPool (the same
+// configuration: on the simulation a segment is a segment either way).
 // Throws config_error if CLPOOL_MAX_CACHED_GB is invalid (PersistentBufferPool's cap).
 inline std::vector<Config> alias_configs() {
     Config buffer{"BufferPool",        bucket_scheme::pow2, false,          Config{}.cap,
@@ -91,7 +97,14 @@ inline std::vector<Config> alias_configs() {
                           ",per-bucket=" + std::to_string(caps.max_per_bucket) + ",kind=integrated"};
     Config arena{"ArenaPool",         bucket_scheme::arena, false,          Config{}.cap,
                  Config{}.per_bucket, kind_choice::device,  ArenaOptions{}, "buckets=arena,kind=device"};
-    return {buffer, pinned, persistent, arena};
+    Config svm = arena;
+    svm.name = "SVMArenaPool";
+    svm.free_views = true;
+    svm.arena = ArenaOptions::for_free_views();  // what SubAllocated takes over a parent with free views
+    svm.spec = "buckets=arena,views=free,kind=device";
+    Config offsets = svm;
+    offsets.name = "OffsetArenaPool";
+    return {buffer, pinned, persistent, arena, svm, offsets};
 }
 
 // Parses "key=value,key=value": buckets=pow2|fixed|half|quarter|eighth|sixteenth|arena, cap=SIZE|none,
@@ -100,7 +113,8 @@ inline std::vector<Config> alias_configs() {
 // per-bucket makes the pool Capped (the other limit then unbounded). With
 // buckets=arena: segment=SIZE (small segments), large-segment=SIZE,
 // small=SIZE (the largest request carved from small segments),
-// granularity=SIZE, max-free=F, views=N (idle views kept per segment) (ArenaOptions; defaults as there).
+// granularity=SIZE, max-free=F, views=N (idle views kept per segment) or
+// views=free (a parent whose views make no driver call) (ArenaOptions; defaults as there).
 // Throws config_spec_error naming the bad key or value and what is allowed.
 inline Config parse_config(std::string_view spec, std::size_t ordinal) {
     Config c;
@@ -173,16 +187,26 @@ inline Config parse_config(std::string_view spec, std::size_t ordinal) {
             arena_keys.push_back(key);
         } else if (key == "views") {
             std::uint64_t n = 0;
-            if (!detail::parse_dec(value, n) || n > 16)
+            if (value == "free") c.free_views = true;
+            else if (!detail::parse_dec(value, n) || n > 16)
                 throw config_spec_error("--config views='" + value +
-                                        "'; expected the idle views kept per segment, 0 to 16 (e.g. 16)");
-            c.arena.cached_views = static_cast<std::size_t>(n);
+                                        "'; expected the idle views kept per segment, 0 to 16 (e.g. 16), or free "
+                                        "(views cost no driver call: SVM, offsets)");
+            else c.arena.cached_views = static_cast<std::size_t>(n);
             arena_keys.push_back(key);
         } else {
             throw config_spec_error("unknown --config key '" + key +
                                     "'; keys: name, buckets, cap, per-bucket, kind, and with buckets=arena: "
                                     "segment, large-segment, small, granularity, max-free, views");
         }
+    }
+    if (c.free_views) {  // the free-view defaults (ArenaOptions::for_free_views) where no key says otherwise
+        const ArenaOptions f = ArenaOptions::for_free_views();
+        auto given = [&](const char* k) { return std::find(seen.begin(), seen.end(), k) != seen.end(); };
+        if (!given("small")) c.arena.small_limit = f.small_limit;
+        if (!given("large-segment")) c.arena.large_segment = f.large_segment;
+        c.arena.empty_grace = f.empty_grace;
+        c.arena.cached_views = f.cached_views;
     }
     if (!arena_keys.empty() && c.buckets != bucket_scheme::arena)
         throw config_spec_error("--config " + arena_keys.front() + "= applies to buckets=arena only (in '" + c.spec +

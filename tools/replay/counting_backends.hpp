@@ -5,6 +5,7 @@
 #include <clpool/clpool.hpp>
 
 #include <cstddef>
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -24,6 +25,11 @@ struct DriverCounter {
     // Views the parent made (sub_range): over OpenCL a clCreateSubBuffer, a
     // driver call though not an allocation of device memory.
     std::uint64_t views = 0;
+    // The least capacity that would have granted an allocation refused so
+    // far (held + its size); max if none was refused. Every capacity from
+    // `capacity` up to just below it replays the same way (each comparison
+    // with the capacity comes out the same), which the capacity search uses.
+    std::size_t next_capacity = std::numeric_limits<std::size_t>::max();
 };
 
 // Memory from a Counted backend: the inner memory, and a note on the counter
@@ -61,10 +67,14 @@ private:
     DriverCounter* counter_ = nullptr;
 };
 
-// A backend adapter that counts what the inner backend holds.
-template <Backend B>
+// A backend adapter that counts what the inner backend holds. With
+// FreeViews, a parent whose views are a pointer (or buffer) plus an offset,
+// as SVMBackend's and OpenCLOffsetBackend's are: making one is no driver
+// call (views_are_free), so the only driver call is a segment's allocation.
+template <Backend B, bool FreeViews = false>
 class Counted {
 public:
+    static constexpr bool views_are_free = FreeViews;
     using memory_type = CountedMemory<typename B::memory_type>;
     Counted(B inner, DriverCounter* c) : inner_(std::move(inner)), counter_(c) {}
     std::size_t max_alloc_size() const noexcept { return inner_.max_alloc_size(); }
@@ -72,11 +82,12 @@ public:
     decltype(auto) name() const { return inner_.name(); }  // the pool wants what the inner backend gives
 
     // A parent for SubAllocated (SegmentBackend): a view holds no bytes, but
-    // making one is a driver call (clCreateSubBuffer), counted as such on every target.
+    // making one is a driver call (clCreateSubBuffer), counted as such on every
+    // target, unless FreeViews says it is none.
     using sub_memory_type = typename B::sub_memory_type;
     std::size_t sub_alignment() const { return inner_.sub_alignment(); }
     Allocation<sub_memory_type> sub_range(const memory_type& segment, std::size_t offset, std::size_t n) noexcept {
-        ++counter_->views;
+        if constexpr (!FreeViews) ++counter_->views;
         return inner_.sub_range(segment.inner(), offset, n);
     }
     sub_memory_type whole_range(const memory_type& m, std::size_t n) noexcept {
@@ -84,8 +95,13 @@ public:
     }
     Allocation<memory_type> allocate(std::size_t n, MemoryKind k) noexcept {
         // Pass-through buffers are never refused, so held may already be past the capacity.
-        if (counter_->held > counter_->capacity || n > counter_->capacity - counter_->held)
+        if (counter_->held > counter_->capacity || n > counter_->capacity - counter_->held) {
+            const std::size_t needed = n > std::numeric_limits<std::size_t>::max() - counter_->held
+                                           ? std::numeric_limits<std::size_t>::max()
+                                           : counter_->held + n;
+            counter_->next_capacity = std::min(counter_->next_capacity, needed);
             return {memory_type{}, AllocStatus::out_of_memory, 0};
+        }
         auto a = inner_.allocate(n, k);
         if (a.status != AllocStatus::ok) return {memory_type{}, a.status, a.native_code};
         counter_->held += n;
@@ -116,6 +132,7 @@ struct SimBackend {
 static_assert(Backend<SimBackend>);
 static_assert(SegmentBackend<Counted<SimBackend>>);
 static_assert(SegmentBackend<Counted<HostBackend>>);
+static_assert(SegmentBackend<Counted<SimBackend, true>> && clpool::detail::views_are_free<Counted<SimBackend, true>>());
 static_assert(Backend<Counted<HostBackend>>);
 
 // Where the replayed pools get memory.
@@ -128,6 +145,9 @@ struct Target {
     // Bytes every configuration may hold from the driver at once (a simulated
     // device size; the capacity search sets it).
     std::size_t capacity = std::numeric_limits<std::size_t>::max();
+    // If set, a replay's pool set writes its DriverCounter::next_capacity
+    // here when it is destroyed (the capacity search reads it).
+    std::size_t* next_capacity = nullptr;
     std::string description() const {
         return what == type::host  ? "host backend (aligned host memory)"
                : what == type::sim ? "simulation (no memory made)"

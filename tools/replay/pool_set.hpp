@@ -24,7 +24,9 @@ namespace clpool::replay {
 // unpooled (their storage is the application's) and count as driver allocations.
 class PoolSet {
 public:
-    virtual ~PoolSet() = default;
+    virtual ~PoolSet() {
+        if (report_next_) *report_next_ = counter_.next_capacity;
+    }
     // Replays one event. Returns false if the allocation failed (out of memory).
     virtual bool apply(const Event& e) = 0;
     // Stats merged over every pool of the set (buckets merged by size).
@@ -33,11 +35,14 @@ public:
     virtual std::size_t waste() const noexcept = 0;
     const DriverCounter& driver() const noexcept { return counter_; }
     void set_capacity(std::size_t bytes) noexcept { counter_.capacity = bytes; }
+    // Where to write DriverCounter::next_capacity when the set is destroyed (Target::next_capacity).
+    void report_next_capacity(std::size_t* out) noexcept { report_next_ = out; }
     std::uint64_t passthrough() const noexcept { return passthrough_; }
 
 protected:
     DriverCounter counter_;  // declared first: outlives the pools and handles of the derived class
     std::uint64_t passthrough_ = 0;
+    std::size_t* report_next_ = nullptr;
 };
 
 inline constexpr std::uint64_t cl_mem_use_host_ptr = 1u << 3;  // CL_MEM_USE_HOST_PTR, without the headers
@@ -200,7 +205,7 @@ L make_limits(const Config& c) {
 // Builds the pool set for one configuration on one target. Memory kinds
 // matter only on an OpenCL device (the host and the simulation make one kind).
 // Throws driver_error if the OpenCL backend cannot be made.
-inline std::unique_ptr<PoolSet> make_pool_set(const Config& c, const Target& t) {
+inline std::unique_ptr<PoolSet> make_pool_set_of(const Config& c, const Target& t) {
     return detail::with_policies(c, [&](auto btag, auto ltag) -> std::unique_ptr<PoolSet> {
         using Buckets = typename decltype(btag)::type;
         using Limits = typename decltype(ltag)::type;
@@ -215,40 +220,64 @@ inline std::unique_ptr<PoolSet> make_pool_set(const Config& c, const Target& t) 
                 return parent;
             }
         };
-        if (t.what == Target::type::host) {
-            auto make = [wrap](std::uint64_t, DriverCounter* dc) {
-                return wrap(Counted<HostBackend>(HostBackend(), dc));
+        // A pool set whose pools are over wrap(make_parent(flags, counter)).
+        auto over = [&](auto make_parent) -> std::unique_ptr<PoolSet> {
+            auto make = [wrap, make_parent](std::uint64_t flags, DriverCounter* dc) {
+                return wrap(make_parent(flags, dc));
             };
             using P = Pool<Buckets, DeviceLocal, Limits, SingleMutex, decltype(make(0, nullptr))>;
             return std::make_unique<PoolSetImpl<P, decltype(make)>>(make, limits);
+        };
+        // views=free: the parent's views count as no driver call. On an OpenCL device the blocks
+        // are still sub-buffers, counted as the offsets (OpenCLOffsetBackend) or pointers (SVM) they stand for.
+        if (t.what == Target::type::host) {
+            if constexpr (carved)
+                if (c.free_views)
+                    return over(
+                        [](std::uint64_t, DriverCounter* dc) { return Counted<HostBackend, true>(HostBackend(), dc); });
+            return over([](std::uint64_t, DriverCounter* dc) { return Counted<HostBackend>(HostBackend(), dc); });
         }
         if (t.what == Target::type::sim) {
-            auto make = [wrap](std::uint64_t, DriverCounter* dc) {
-                return wrap(Counted<SimBackend>(SimBackend(), dc));
-            };
-            using P = Pool<Buckets, DeviceLocal, Limits, SingleMutex, decltype(make(0, nullptr))>;
-            return std::make_unique<PoolSetImpl<P, decltype(make)>>(make, limits);
+            if constexpr (carved)
+                if (c.free_views)
+                    return over(
+                        [](std::uint64_t, DriverCounter* dc) { return Counted<SimBackend, true>(SimBackend(), dc); });
+            return over([](std::uint64_t, DriverCounter* dc) { return Counted<SimBackend>(SimBackend(), dc); });
         }
 #ifdef CLPOOL_HAS_OPENCL
-        auto make = [wrap, ctx = t.context, dev = t.device](std::uint64_t flags, DriverCounter* dc) {
-            // Keep the trace's access flags; the pool adds ALLOC_HOST_PTR for pinned kinds.
-            const cl_mem_flags access = flags & (CL_MEM_READ_WRITE | CL_MEM_READ_ONLY | CL_MEM_WRITE_ONLY);
-            return wrap(Counted<OpenCLBackend>(OpenCLBackend(ctx, dev, access ? access : CL_MEM_READ_WRITE), dc));
+        auto on_device = [&](auto free) -> std::unique_ptr<PoolSet> {
+            auto make = [wrap, ctx = t.context, dev = t.device](std::uint64_t flags, DriverCounter* dc) {
+                // Keep the trace's access flags; the pool adds ALLOC_HOST_PTR for pinned kinds.
+                const cl_mem_flags access = flags & (CL_MEM_READ_WRITE | CL_MEM_READ_ONLY | CL_MEM_WRITE_ONLY);
+                return wrap(Counted<OpenCLBackend, decltype(free)::value>(
+                    OpenCLBackend(ctx, dev, access ? access : CL_MEM_READ_WRITE), dc));
+            };
+            auto build = [&](auto ftag) -> std::unique_ptr<PoolSet> {
+                using P = Pool<Buckets, typename decltype(ftag)::type, Limits, SingleMutex, decltype(make(0, nullptr))>;
+                return std::make_unique<PoolSetImpl<P, decltype(make)>>(make, limits);
+            };
+            switch (c.kind) {
+                case kind_choice::pinned: return build(detail::tag<HostPinned>{});
+                case kind_choice::integrated: return build(detail::tag<IntegratedAware>{});
+                case kind_choice::device: break;
+            }
+            return build(detail::tag<DeviceLocal>{});
         };
-        auto build = [&](auto ftag) -> std::unique_ptr<PoolSet> {
-            using P = Pool<Buckets, typename decltype(ftag)::type, Limits, SingleMutex, decltype(make(0, nullptr))>;
-            return std::make_unique<PoolSetImpl<P, decltype(make)>>(make, limits);
-        };
-        switch (c.kind) {
-            case kind_choice::pinned: return build(detail::tag<HostPinned>{});
-            case kind_choice::integrated: return build(detail::tag<IntegratedAware>{});
-            case kind_choice::device: break;
-        }
-        return build(detail::tag<DeviceLocal>{});
+        if constexpr (carved)
+            if (c.free_views) return on_device(std::true_type{});
+        return on_device(std::false_type{});
 #else
         throw usage_error("replay: built without OpenCL; use the host backend");
 #endif
     });
+}
+
+// Builds the pool set for one configuration on one target (make_pool_set_of),
+// reporting its next capacity where the target asks.
+inline std::unique_ptr<PoolSet> make_pool_set(const Config& c, const Target& t) {
+    auto set = make_pool_set_of(c, t);
+    set->report_next_capacity(t.next_capacity);
+    return set;
 }
 
 }  // namespace clpool::replay

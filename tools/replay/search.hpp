@@ -31,64 +31,63 @@ struct CapacityResult {
 };
 
 // The smallest simulated capacity (bytes the configuration may hold from the
-// driver at once) with which the trace replays meeting `req`, to within
-// `resolution` bytes, by bisection between the live peak (no configuration
-// fits in less) and the peak held with no capacity (which replays exactly as
-// unconstrained). Bisection assumes that a capacity meeting the requirement
-// is followed by larger ones that do: true of failures (a pool that meets a
-// capacity trims its idle buffers and retries once), not always of the hit
-// rate, which a tighter capacity can raise (trimmed arena blocks merge into
-// ranges that later misses carve from). So the answer is the smallest
-// capacity the bisection met, not always the smallest there is.
-// With `below`, the search gives up (empty capacity) unless the capacity just
-// under `below` meets the requirement: one replay skips a candidate that
-// cannot win, and finds one that wins only when constrained.
+// driver at once) with which the trace replays meeting `req`. More capacity
+// does not always serve better (an arena that may keep a segment places its
+// blocks differently from one that may not, and can fail later), so this is
+// no bisection: it walks up from the live peak (no configuration fits in
+// less) through the capacities where the replay changes. A replay at
+// capacity C refuses some allocations, and every capacity below the least
+// one that would have granted one of them (DriverCounter::next_capacity)
+// replays exactly as C does; so the first capacity met on that walk is the
+// smallest there is. A replay that refuses nothing is the same at every
+// larger capacity; at the unconstrained peak held the walk ends.
+// `resolution` bounds the cost: each step goes up by at least that many
+// bytes, so a range of capacities narrower than it may be stepped over
+// (1: exact, every change visited).
+// With `below`, the search gives up (empty capacity) once the walk reaches
+// `below` without meeting the requirement: a candidate that cannot win stops early.
 // Replays on the simulation (accounting only), whatever target the tool uses.
-// Cost: up to 2 + log2((peak held - peak live) / resolution) replays.
+// Cost: one replay per step, at most 2 + (peak held - peak live) / resolution.
 inline CapacityResult min_capacity(const Trace& trace, const Config& c, const Requirement& req, std::size_t peak_live,
                                    std::size_t resolution,
                                    std::size_t below = std::numeric_limits<std::size_t>::max()) {
+    constexpr std::size_t none = std::numeric_limits<std::size_t>::max();
     CapacityResult out;
     Target sim;
     sim.what = Target::type::sim;
+    std::size_t next = none;
+    sim.next_capacity = &next;
     auto replay_at = [&](std::size_t capacity) {
         sim.capacity = capacity;
         ++out.replays;
-        return run(trace, c, sim, req.warmup);
+        return run(trace, c, sim, req.warmup);  // sets next as its pool set goes
     };
-    out.at = replay_at(std::numeric_limits<std::size_t>::max());
-    std::size_t hi = out.at.peak_held;  // if met: the same replay as unconstrained
-    const bool bounded = below != std::numeric_limits<std::size_t>::max();
-    if (!req.met_by(out.at) || hi >= below) {
-        // Unconstrained, the requirement is missed or the bound not beaten. Under the bound a
-        // capacity may still meet it: a pool that trims on out-of-memory can miss less (seen with
-        // the arena, whose trimmed blocks merge in their segments), so one probe just below it.
-        if (!bounded || below <= peak_live || out.at.failed) return out;
-        Result r = replay_at(below - 1);
-        if (!req.met_by(r)) return out;
-        hi = below - 1;
-        out.at = std::move(r);
-    }
-    std::size_t lo = peak_live == 0 ? 0 : peak_live - 1;  // below the live peak nothing fits
+    out.at = replay_at(none);
+    const std::size_t top = out.at.peak_held;  // from here up, every replay is the unconstrained one
     resolution = std::max<std::size_t>(resolution, 1);
-    while (hi - lo > resolution) {
-        const std::size_t mid = lo + (hi - lo) / 2;
-        Result r = replay_at(mid);
-        if (req.met_by(r)) {
-            hi = mid;
-            out.at = std::move(r);
-        } else {
-            lo = mid;
+    for (std::size_t capacity = peak_live; capacity < below;) {
+        if (capacity >= top) {
+            if (req.met_by(out.at)) out.capacity = capacity;
+            break;
         }
+        Result r = replay_at(capacity);
+        if (req.met_by(r)) {
+            out.capacity = capacity;
+            out.at = std::move(r);
+            break;
+        }
+        if (next == none) break;  // nothing refused: every larger capacity replays as this one
+        capacity = std::max(next, capacity > none - resolution ? none : capacity + resolution);
     }
-    out.capacity = hi;
     return out;
 }
 
 // The configurations --suggest tries: every whole-buffer bucket scheme,
 // unlimited and capped at fractions of the live peak, with and without a
 // per-bucket cap (90); then the arena with three segment layouts, three
-// max-free fractions, unlimited or capped (27).
+// max-free fractions, unlimited or capped (27); then the arena whose views
+// are free (SVM, offsets: views=free) with three large-segment sizes,
+// unlimited or capped (6).
 inline std::vector<Config> suggest_candidates(std::size_t peak_live) {
     std::vector<Config> out;
     const std::size_t caps[] = {0, peak_live / 16, peak_live / 8, peak_live / 4, peak_live / 2};
@@ -132,6 +131,16 @@ inline std::vector<Config> suggest_candidates(std::size_t peak_live) {
             }
         }
     }
+    for (const std::size_t large : {20 * MiB, 64 * MiB, 256 * MiB}) {
+        for (const std::size_t cap : {std::size_t{0}, peak_live / 16}) {
+            Config c = parse_config("buckets=arena,views=free,large-segment=" + std::to_string(large), 0);
+            c.capped = cap != 0;
+            if (cap != 0) c.cap = cap;
+            if (cap != 0) c.spec += ",cap=" + std::to_string(cap);
+            c.name = c.spec;
+            out.push_back(std::move(c));
+        }
+    }
     return out;
 }
 
@@ -152,28 +161,38 @@ inline std::string using_line(const Config& c, const std::string& alias = "Trace
                         : c.kind == kind_choice::integrated ? "clpool::IntegratedAware"
                                                             : "clpool::DeviceLocal";
     const bool carved = c.buckets == bucket_scheme::arena;
-    const std::string backend = carved ? "clpool::SubAllocated<clpool::OpenCLBackend>" : "clpool::OpenCLBackend";
+    // Views free: blocks as (buffer, offset); clpool::SVMBackend(context) instead for SVM pointers.
+    const std::string backend = !carved        ? "clpool::OpenCLBackend"
+                                : c.free_views ? "clpool::SubAllocated<clpool::OpenCLOffsetBackend>"
+                                               : "clpool::SubAllocated<clpool::OpenCLBackend>";
     std::string line = "using " + alias + " = clpool::Pool<" + buckets + ", " + flags + ", " +
                        (c.capped ? "clpool::Capped" : "clpool::Unlimited") + ", clpool::SingleMutex, " + backend +
                        ">;\n";
-    const std::string parent = "clpool::OpenCLBackend(context, device, CL_MEM_READ_WRITE)";
+    const std::string parent =
+        std::string(c.free_views && carved ? "clpool::OpenCLOffsetBackend" : "clpool::OpenCLBackend") +
+        "(context, device, CL_MEM_READ_WRITE)";
     if (carved) {
-        const ArenaOptions d;
+        const ArenaOptions d = c.free_views ? ArenaOptions::for_free_views() : ArenaOptions{};
         const ArenaOptions& a = c.arena;
         const bool defaults = a.granularity == d.granularity && a.small_limit == d.small_limit &&
                               a.small_segment == d.small_segment && a.large_segment == d.large_segment &&
                               a.large_limit == d.large_limit && a.max_free_fraction == d.max_free_fraction &&
                               a.cached_views == d.cached_views;
-        if (defaults && !c.capped && c.kind == kind_choice::device) line += "// (that is clpool::ArenaPool)\n";
+        if (defaults && !c.capped && c.kind == kind_choice::device)
+            line += c.free_views ? "// (that is clpool::OffsetArenaPool; clpool::SVMArenaPool over SVM)\n"
+                                 : "// (that is clpool::ArenaPool)\n";
         std::ostringstream frac;
         frac << a.max_free_fraction;
-        line += "// " + alias + " pool(" + backend + "(" + parent +
-                ", clpool::ArenaOptions{.granularity = " + std::to_string(a.granularity) +
-                ", .small_limit = " + std::to_string(a.small_limit) +
-                ", .small_segment = " + std::to_string(a.small_segment) +
-                ", .large_segment = " + std::to_string(a.large_segment) +
-                ", .large_limit = " + std::to_string(a.large_limit) + ", .max_free_fraction = " + frac.str() +
-                (a.cached_views == d.cached_views ? "" : ", .cached_views = " + std::to_string(a.cached_views)) + "})";
+        line +=
+            "// " + alias + " pool(" + backend + "(" + parent +
+            ", clpool::ArenaOptions{.granularity = " + std::to_string(a.granularity) +
+            ", .small_limit = " + std::to_string(a.small_limit) +
+            ", .small_segment = " + std::to_string(a.small_segment) +
+            ", .large_segment = " + std::to_string(a.large_segment) +
+            ", .large_limit = " + std::to_string(a.large_limit) +
+            (a.empty_grace == ArenaOptions{}.empty_grace ? "" : ", .empty_grace = " + std::to_string(a.empty_grace)) +
+            ", .max_free_fraction = " + frac.str() +
+            (a.cached_views == d.cached_views ? "" : ", .cached_views = " + std::to_string(a.cached_views)) + "})";
     } else {
         line += "// " + alias + " pool(" + parent;
     }

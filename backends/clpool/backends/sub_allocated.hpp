@@ -78,6 +78,22 @@ struct ArenaOptions {
     // a later carve of exactly the same offset and size takes one back and
     // makes no driver call. The oldest goes when a segment's are full.
     std::size_t cached_views = 16;
+
+    // The defaults of a parent whose views cost no driver call
+    // (B::views_are_free: SVM, offsets), which SubAllocated<B> takes when
+    // given no options: every request carves the same kind of segment (no
+    // small segments of their own: small_limit 0), large segments of 64 MiB,
+    // and no grace for a segment just emptied. There a driver call is a
+    // segment's allocation only, so a carve replaces every cache, and held
+    // bytes, not carves, are what to save (docs/ARENA.md, "Free views").
+    static ArenaOptions for_free_views() noexcept {
+        ArenaOptions o;
+        o.small_limit = 0;
+        o.large_segment = 64u << 20;
+        o.empty_grace = 0;
+        o.cached_views = 0;
+        return o;
+    }
 };
 
 template <SegmentBackend B>
@@ -105,6 +121,12 @@ struct view_cache {
     };
     std::array<slot, capacity> slots{};
 };
+
+// The options SubAllocated<B> takes when given none.
+template <class B>
+ArenaOptions default_arena_options() noexcept {
+    return views_are_free<B>() ? ArenaOptions::for_free_views() : ArenaOptions{};
+}
 
 template <class B>
 class arena_shared {
@@ -303,14 +325,30 @@ public:
 
     // Implicit, as the parents' own constructors are, so a pool over
     // SubAllocated<B> is made from what makes a B: `clpool::ArenaPool pool(context);`.
-    SubAllocated(B parent, ArenaOptions options = {})  // NOLINT(google-explicit-constructor)
-        : parent_(std::move(parent)), max_alloc_(parent_.max_alloc_size()),
+    // No options: ArenaOptions{}, or ArenaOptions::for_free_views() where B's views are free.
+    SubAllocated(B parent,
+                 ArenaOptions options = detail::default_arena_options<B>())  // NOLINT(google-explicit-constructor)
+        : parent_(std::move(parent)), max_alloc_(parent_.max_alloc_size()), options_(options),
           shared_(std::make_shared<shared_type>(checked(options, parent_), options, detail::birth_generation())) {
         // Every block rounds up to the granularity: a request the rounding
         // takes past the device's limit gets the pool's size_error, not a
         // segment the driver refuses.
         max_alloc_ &= ~(granularity() - 1);
     }
+    // A copy is a new arena with the same parent and options: no segment is
+    // shared, so two pools built from one backend value account, trim and
+    // snapshot only their own (blocks of the original keep its arena alive).
+    SubAllocated(const SubAllocated& o)
+        : detail::forward_events<B>(o), parent_(o.parent_), max_alloc_(o.max_alloc_), options_(o.options_),
+          shared_(
+              std::make_shared<shared_type>(checked(o.options_, o.parent_), o.options_, detail::birth_generation())) {}
+    SubAllocated& operator=(const SubAllocated& o) {
+        if (this != &o) *this = SubAllocated(o);
+        return *this;
+    }
+    SubAllocated(SubAllocated&&) noexcept = default;
+    SubAllocated& operator=(SubAllocated&&) noexcept = default;
+    ~SubAllocated() = default;
     template <class Arg>
         requires(!std::same_as<std::remove_cvref_t<Arg>, SubAllocated> && !std::same_as<std::remove_cvref_t<Arg>, B> &&
                  std::constructible_from<B, const Arg&>)
@@ -359,14 +397,12 @@ public:
             seg_bytes = space.segment_size_for(rounded, max_alloc_, gradual);
         }
         auto got = parent_.allocate(seg_bytes, kind);
-        if (got.status != AllocStatus::ok) {
-            if (seg_bytes == rounded) return {memory_type(), got.status, got.native_code};
-            // The full segment did not fit: a segment of exactly the request may.
-            got = parent_.allocate(rounded, kind);
-            if (got.status != AllocStatus::ok) return {memory_type(), got.status, got.native_code};
-            return add_and_carve(got.memory, rounded, n, kind);
-        }
-        return add_and_carve(got.memory, seg_bytes, n, kind);
+        if (got.status == AllocStatus::ok) return add_and_carve(got.memory, seg_bytes, n, kind);
+        // The full segment did not fit: a segment of exactly the request may.
+        if (seg_bytes != rounded) got = parent_.allocate(rounded, kind);
+        if (got.status == AllocStatus::ok) return add_and_carve(got.memory, rounded, n, kind);
+        if (got.status != AllocStatus::out_of_memory) return {memory_type(), got.status, got.native_code};
+        return allocate_under_pressure(n, rounded, kind, got.native_code);
     }
 
     // Every kept idle view released, then every whole empty segment back to
@@ -442,6 +478,28 @@ private:
         shared_->space.for_each_segment([&](typename arena_type::segment& seg) {
             shared_->drop_views(seg, [](typename B::sub_memory_type&& v) { detail::discard(v); });
         });
+    }
+
+    // The driver refused even a segment of exactly the request: every whole
+    // empty segment goes back (grace and peak aside) and the driver is asked
+    // once more; then the request may split a segment of the other kind (a
+    // small request beside a large block, or the reverse), so a request does
+    // not fail beside free bytes it fits in only because they lie in a
+    // segment of the other kind.
+    Allocation<memory_type> allocate_under_pressure(std::size_t n, std::size_t rounded, MemoryKind kind,
+                                                    int native_code) noexcept {
+        if (release_empty_above(0, 0) != 0) {
+            auto got = parent_.allocate(rounded, kind);
+            if (got.status == AllocStatus::ok) return add_and_carve(got.memory, rounded, n, kind);
+            native_code = got.native_code;
+        }
+        typename arena_type::range* r = nullptr;
+        {
+            std::lock_guard lock(shared_->space.mutex());
+            r = shared_->space.take_any(rounded);
+        }
+        if (!r) return {memory_type(), AllocStatus::out_of_memory, native_code};
+        return view_of(r, n, kind);
     }
 
     bool too_much_free_locked() const noexcept {
@@ -589,6 +647,7 @@ private:
 
     B parent_;
     std::size_t max_alloc_;
+    ArenaOptions options_;  // as given: a copy's arena is made from them
     std::shared_ptr<shared_type> shared_;
 };
 

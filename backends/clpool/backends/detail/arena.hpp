@@ -113,6 +113,17 @@ public:
         return take_from(&*it, rounded);
     }
 
+    // Under pressure (the driver refused a new segment): take()'s best fit,
+    // or failing that the best fit among the other kind's free ranges, so a
+    // small request may split a large segment (or a large one a small
+    // segment) rather than fail beside enough free bytes. nullptr when none fits.
+    range* take_any(std::size_t rounded) noexcept {
+        if (range* r = take(rounded)) return r;
+        auto& other = free_[1 - pool_of(rounded)];
+        auto it = other.lower_bound(rounded, size_below{});
+        return it == other.end() ? nullptr : take_from(&*it, rounded);
+    }
+
     // Free range r, of at least `rounded` bytes, taken as take() takes its
     // best fit: a new segment's first range, for the request it was made for.
     range* take_from(range* r, std::size_t rounded) noexcept {
