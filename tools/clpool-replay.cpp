@@ -341,8 +341,8 @@ int main(int argc, char** argv) {
         ->capture_default_str();
     app.add_flag("--no-buckets", no_buckets, "leave out the per-bucket tables");
     app.add_flag("--no-search", no_search,
-                 "skip the 'min capacity' column (a bisection over a simulated device size,\n"
-                 "about 10-20 replays per configuration)");
+                 "skip the 'min capacity' column (a search over simulated device sizes,\n"
+                 "one replay per size where the replay changes, from the live peak up)");
     app.add_option("--resolution", resolution_text,
                    "how close the capacity search gets (a byte size, e.g. 1MiB, or 1 for exact);\n"
                    "default 0.1% of the live peak, 4 KiB at least");
@@ -554,7 +554,7 @@ int main(int argc, char** argv) {
         os << fast_and_frugal(target, results) << '\n';
         if (!no_search)
             os << "min capacity: the smallest simulated device size with which the configuration replays the trace\n"
-                  "with no failed allocation (bisection to "
+                  "with no failed allocation (searched in steps of at least "
                << (resolution == 1 ? std::string("the byte") : format_bytes(static_cast<double>(resolution)))
                << "; pools trim and retry on out-of-memory).\n";
         if (warmup)

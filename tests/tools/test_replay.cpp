@@ -376,13 +376,13 @@ TEST_CASE("the capacity search finds the smallest capacity worked out by hand") 
     CHECK(*c.capacity == 1118720);
     CHECK(c.at.failed == 0);
     CHECK(c.replays >= 2);
-    CHECK(c.replays <= 2 + 14);  // bisection over (live - 1, 1126912]: 8705 bytes
+    CHECK(c.replays <= 2 + 14);  // the unconstrained replay, then a walk up from the live peak
     // Coarser resolution: within it, never below the exact answer.
     const CapacityResult coarse = min_capacity(t, alias_configs()[0], Requirement{}, live, 4096);
     REQUIRE(coarse.capacity.has_value());
     CHECK(*coarse.capacity >= 1118720);
     CHECK(*coarse.capacity < 1118720 + 4096);
-    // A bound it cannot beat: no answer, and no bisection.
+    // A bound it cannot beat: no answer.
     CHECK_FALSE(min_capacity(t, alias_configs()[0], Requirement{}, live, 1, 1118720).capacity.has_value());
     CHECK(min_capacity(t, alias_configs()[0], Requirement{}, live, 1, 1118721).capacity == 1118720);
     // 3 hits in 9 allocations: a 50% requirement is met at no capacity.
