@@ -282,3 +282,13 @@ foreach(kind training inference)
     STDOUT "\nBufferPool +[0-9.]+% " "held / live")
   set_tests_properties(tools.replay.gpt_${kind} PROPERTIES FIXTURES_REQUIRED gpt_${kind})
 endforeach()
+# And those pattern_trace.py writes (a KV cache grown by re-allocation, bench_memory's two churns).
+foreach(kind kv_cache loguniform tensors)
+  set(file ${kind})
+  if(NOT kind STREQUAL "kv_cache")
+    set(file churn_${kind})
+  endif()
+  add_test(NAME tools.pattern_trace.${kind} COMMAND Python3::Interpreter ${gpt}/pattern_trace.py ${kind}
+           --check ${gpt}/${file}.trace.gz)
+  set_tests_properties(tools.pattern_trace.${kind} PROPERTIES LABELS tools)
+endforeach()
