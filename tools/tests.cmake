@@ -202,8 +202,8 @@ clpool_tool_test(replay.no_search COMMAND ${replay} ${CLPOOL_TRACES}/small.trace
   STDOUT "held / live +peak waste")
 clpool_tool_test(replay.suggest COMMAND ${replay} ${CLPOOL_TRACES}/training_loop.trace -d sim --no-buckets
   --suggest --warmup 10% --min-hit-rate 90
-  STDOUT "after warm-up" "suggest: 117 configurations" "suggested: -c buckets="
-  "\nusing TracedPool = clpool::Pool<clpool::[A-Za-z<>0-9]+, clpool::DeviceLocal, clpool::(Capped|Unlimited), clpool::SingleMutex, clpool::(OpenCLBackend|SubAllocated<clpool::OpenCLBackend>)>;\n// TracedPool pool\\(")
+  STDOUT "after warm-up" "suggest: 123 configurations" "suggested: -c buckets="
+  "\nusing TracedPool = clpool::Pool<clpool::[A-Za-z<>0-9]+, clpool::DeviceLocal, clpool::(Capped|Unlimited), clpool::SingleMutex, clpool::(OpenCLBackend|SubAllocated<clpool::OpenCL(Offset)?Backend>)>;\n// TracedPool pool\\(")
 # ArenaPool is an alias row now; the arena's keys are checked.
 clpool_tool_test(replay.arena COMMAND ${replay} ${CLPOOL_TRACES}/training_loop.trace -d sim --no-buckets
   -c name=wide,buckets=arena,segment=8MiB,large-segment=64MiB,max-free=0.5
