@@ -192,36 +192,36 @@ void print_suggestion(std::ostream& os, const replay::Trace& trace, std::size_t 
        << pick << '\n';
 }
 
-// The fast-and-frugal pick, for the report and --suggest: on a device with
-// coarse-grained SVM the SVM arena carves blocks by pointer arithmetic (no
-// driver call per block) at an arena's held / live; without SVM the buffer
-// arena with offset handles does the same for kernels that take (buffer, offset).
+// The fast-and-frugal pick, for the report and --suggest: the buffer arena with offset handles
+// carves blocks with no driver call per block at an arena's held / live, on any OpenCL device; the
+// SVM arena does the same with SVM pointers, but each of its segments is a clSVMAlloc (0.8 ms at
+// 4 KiB to 34 ms at 64 MiB on an H200), so a cold pass costs far more (BENCHMARKS.md).
 std::string fast_and_frugal(const replay::Target& target, const std::vector<Result>& results) {
     std::string measured;
     for (const auto& r : results)
-        if (r.name == "SVMArenaPool")
+        if (r.name == "OffsetArenaPool")
             measured = " (this trace, as replayed above: held / live " +
                        fixed(r.held_over_live(results.front().peak_held), 2) + "x, " + percent(r.hit_rate()) +
                        " of allocations with no driver call)";
-    const std::string svm =
-        "clpool::SVMArenaPool: blocks carved from a few clSVMAlloc segments by pointer "
-        "arithmetic, no driver call per block, an arena's held / live" +
-        measured;
     const std::string offsets =
-        "clpool::OffsetArenaPool where kernels take (buffer, offset): the same carving, "
-        "a block is its segment's cl_mem and an offset";
+        "clpool::OffsetArenaPool: blocks carved from a few segments, each its segment's cl_mem and an "
+        "offset, no driver call per block, an arena's held / live" +
+        measured;
+    const std::string svm =
+        "clpool::SVMArenaPool where kernels take SVM pointers: the same carving by pointer arithmetic, "
+        "as fast once warm, but each segment is a clSVMAlloc (a cold pass pays milliseconds a segment)";
 #ifdef CLPOOL_HAS_OPENCL
     if (target.what == replay::Target::type::opencl) {
         try {
             opencl::check_svm_support(target.context(), CL_MEM_READ_WRITE);
-            return "fast and frugal on this device (it has coarse-grained SVM): " + svm + "; or " + offsets + ".";
+            return "fast and frugal on this device: " + offsets + "; or, with its coarse-grained SVM, " + svm + ".";
         } catch (const config_error&) {
             return "fast and frugal on this device (no coarse-grained SVM): " + offsets + ".";
         }
     }
 #endif
-    return "fast and frugal: where the device has coarse-grained SVM (OpenCL 2.0+; clpool-info says), " + svm +
-           "; elsewhere " + offsets + ".";
+    return "fast and frugal: " + offsets +
+           "; where the device has coarse-grained SVM (OpenCL 2.0+; clpool-info says), " + svm + ".";
 }
 
 nlohmann::json to_json(const replay::TimedPass& p, std::size_t peak_live) {

@@ -101,7 +101,8 @@ if(CLPOOL_WITH_OPENCL)
   clpool_tool_test(info.measure COMMAND ${info} --device 0:0 --size 1MiB --reps 3 --json ${o}/info.json
     STDOUT "raw: clCreateBuffer" "BufferPool hit \\+ write all" "pinned write \\(host -> device\\) +[0-9]"
     "recommended: " "PinnedBufferPool: hits=[1-9]"
-    FILES ${o}/info.json "\"pinned_write_gbps\": [0-9]")
+    "fast and frugal: clpool::OffsetArenaPool" "this device has coarse-grained SVM, so clpool::SVMArenaPool"
+    FILES ${o}/info.json "\"pinned_write_gbps\": [0-9]" ${o}/info.json "\"fast_and_frugal\"")
   clpool_tool_test(info.too_big RC 2 COMMAND ${info} --device 0:0 --size 1TiB
     STDERR "above the device's maximum allocation")
   # A platform with two devices (PoCL's two CPU devices), which a program may put in one context:

@@ -30,8 +30,9 @@ print(r.stdout)
 check(r.returncode == 0, f"--timed exits 0 (stderr: {r.stderr.strip()})")
 check("backend: OpenCL " in r.stdout, "the report names the OpenCL device")
 check(re.search(r"configuration +1st pass ns/pair +2nd pass ns/pair", r.stdout) is not None, "the table's header")
-check("fast and frugal on this device (it has coarse-grained SVM): clpool::SVMArenaPool" in r.stdout,
-      "the fast-and-frugal line names SVMArenaPool on a device with SVM")
+check("fast and frugal on this device: clpool::OffsetArenaPool" in r.stdout
+      and "with its coarse-grained SVM, clpool::SVMArenaPool" in r.stdout,
+      "the fast-and-frugal line names OffsetArenaPool, and SVMArenaPool on a device with SVM")
 doc = json.load(open(json_path))
 pools = {e["name"]: e for e in doc["timed"]}
 check(list(pools) == ["BufferPool", "ArenaPool", "OffsetArenaPool", "SVMArenaPool", "SVMPool"],
@@ -82,12 +83,12 @@ check(r.returncode == 0 and [e["name"] for e in json.load(open(only_path))["time
 
 # The report and --suggest name the fast-and-frugal pool: for the device when it is one, else conditionally.
 r = subprocess.run([replay, trace, "--device", "0:0", "--no-buckets", "--no-search"], capture_output=True, text=True)
-check(r.returncode == 0 and "\nfast and frugal on this device (it has coarse-grained SVM): clpool::SVMArenaPool" in r.stdout,
-      "the OpenCL report names SVMArenaPool for a device with SVM")
+check(r.returncode == 0 and "\nfast and frugal on this device: clpool::OffsetArenaPool" in r.stdout,
+      "the OpenCL report names OffsetArenaPool")
 small = os.path.join(os.path.dirname(trace), "small.trace")  # a quick --suggest
 r = subprocess.run([replay, small, "--device", "sim", "--no-buckets", "--no-search", "--suggest"], capture_output=True,
                    text=True)
-check(r.returncode == 0 and r.stdout.count("fast and frugal: where the device has coarse-grained SVM") == 2,
+check(r.returncode == 0 and r.stdout.count("fast and frugal: clpool::OffsetArenaPool") == 2,
       "the simulated report and --suggest name SVMArenaPool where the device has SVM, OffsetArenaPool elsewhere")
 
 # The summary beside a PyTorch result: its time ratios and the targets follow from the numbers.

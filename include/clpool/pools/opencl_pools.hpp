@@ -24,15 +24,16 @@ using PersistentBufferPool = BasicPersistentBufferPool<OpenCLBackend>;
 // is usable at once, no map/unmap per use (what upload/download stage through).
 using MappedPinnedPool = BasicPinnedBufferPool<MappedPinnedBackend>;
 // Low-waste device memory: blocks are sub-buffers carved from 2 MiB and 20 MiB
-// segments (docs/ARENA.md). What an engine should pick by default (README).
+// segments (docs/ARENA.md), for kernels that need a cl::Buffer per block.
 using ArenaPool = BasicArenaPool<OpenCLBackend>;
 // Pinned staging buffers carved from a few large pinned segments.
 using PinnedArenaPool = BasicPinnedArenaPool<OpenCLBackend>;
 // Mapped pinned staging buffers (h.buffer().host(), h.buffer().buffer()) carved
 // from a few mapped pinned segments: one pinned allocation and one map serve many.
 using MappedPinnedArenaPool = BasicPinnedArenaPool<MappedPinnedBackend>;
-// The buffer arena with offset handles: a block is h.buffer().segment() at
-// h.buffer().offset(), and carving one makes no driver call;
+// The buffer arena with offset handles, fast and frugal (what an engine should
+// pick, README): a block is h.buffer().segment() at h.buffer().offset(), and
+// carving one makes no driver call;
 // h.buffer().sub_buffer() makes a cl::Buffer of it only when asked for.
 using OffsetArenaPool = BasicArenaPool<OpenCLOffsetBackend>;
 // Coarse-grained shared virtual memory (OpenCL 2.0+): h.buffer().as<float>()
