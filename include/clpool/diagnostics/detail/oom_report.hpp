@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
@@ -76,8 +77,7 @@ inline std::string oom_report(const PoolSnapshot& snap, const OutOfMemoryRecord&
          std::to_string(asked) + " asked");
     // Rounded percentages of a part of a whole (0 of nothing).
     auto percent = [](std::size_t part, std::size_t whole) {
-        return std::to_string(
-            whole ? static_cast<std::size_t>(100.0 * static_cast<double>(part) / static_cast<double>(whole) + 0.5) : 0);
+        return std::to_string(whole ? std::lround(100.0 * static_cast<double>(part) / static_cast<double>(whole)) : 0);
     };
     const PoolStats& st = snap.stats;
     const bool arena = st.segments > 0;
