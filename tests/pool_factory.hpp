@@ -6,6 +6,7 @@
 
 #include <clpool/clpool.hpp>
 
+#include <cstdint>
 #include <memory>
 
 namespace clpool::test {
@@ -81,9 +82,13 @@ inline const void* identity(const HostRange& m) { return m.data(); }
 #ifdef CLPOOL_HAS_OPENCL
 inline const void* identity(const cl::Buffer& b) { return b(); }
 inline const void* identity(const SVMSpan& m) { return m.get(); }
-// Not a pointer to the block: a value that two blocks held at once never share.
+// Not a pointer to the block: a value that two blocks held at once never share. The
+// segment's handle plus the offset would not do: handles lie a few hundred bytes apart, so one
+// segment's handle plus an offset can equal another's plus a smaller one. Offsets stay below
+// 4 GiB in the tests, so the handle's low 32 bits above the offset's keep the pair apart.
 inline const void* identity(const Carved<OpenCLOffsetBackend>& m) {
-    return reinterpret_cast<const char*>(m.segment()()) + m.offset();
+    const auto handle = reinterpret_cast<std::uintptr_t>(m.segment()());
+    return reinterpret_cast<const void*>((handle << 32) + m.offset());
 }
 #endif
 
