@@ -6,7 +6,7 @@
 //
 // Counts: 1,000,000 allocations (each with its release: 2M operations) per
 // mock and host pool; 500,000 allocations (1M operations) per OpenCL pool,
-// where every stamp and check is a driver call.
+// where every stamp and check is a driver call (200,000 for SVM and offset blocks).
 //
 // Two owners of one buffer are caught two ways: every owner claims the
 // buffer's identity in a registry (a second claim fails at once), and every
