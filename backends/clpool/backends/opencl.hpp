@@ -203,6 +203,20 @@ inline cl::Buffer share(const cl::Buffer& b) noexcept {
     return cl::Buffer();
 }
 
+// The end of a backend's commit on its private queue: waits for `done` (if `err`, the enqueue's
+// code, is CL_SUCCESS) and releases it; returns the command's own failure code where it has one
+// (e.g. CL_MEM_OBJECT_ALLOCATION_FAILURE), which says more than the wait's generic error.
+inline cl_int finish_commit(cl_int err, cl_event done) noexcept {
+    if (err == CL_SUCCESS) err = clWaitForEvents(1, &done);
+    if (done) {
+        cl_int status = CL_COMPLETE;
+        clGetEventInfo(done, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, nullptr);
+        if (status < 0) err = status;
+        clReleaseEvent(done);
+    }
+    return err;
+}
+
 // A failed allocation with the driver's code, out_of_memory where the code says so.
 template <class Memory>
 Allocation<Memory> failed_allocation(cl_int err) noexcept {
@@ -302,16 +316,7 @@ private:
                                          nullptr, &err);
             if (err == CL_SUCCESS) err = clEnqueueUnmapMemObject(dev_.queue(), mem, p, 0, nullptr, &done);
         }
-        if (err == CL_SUCCESS) err = clWaitForEvents(1, &done);
-        if (done) {
-            // A failed command reports its own code (e.g. CL_MEM_OBJECT_ALLOCATION_FAILURE)
-            // as its status; prefer it to the wait's generic error.
-            cl_int status = CL_COMPLETE;
-            clGetEventInfo(done, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, nullptr);
-            if (status < 0) err = status;
-            clReleaseEvent(done);
-        }
-        return err;
+        return opencl::finish_commit(err, done);
     }
 
     opencl::private_device dev_;  // its queue commits new buffers

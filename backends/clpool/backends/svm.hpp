@@ -204,15 +204,8 @@ private:
         std::lock_guard serial(opencl::private_queue_mutex(dev_.queue()));
         const unsigned char zero = 0;
         cl_event done = nullptr;
-        cl_int err = clEnqueueSVMMemFill(dev_.queue(), p, &zero, 1, n, 0, nullptr, &done);
-        if (err == CL_SUCCESS) err = clWaitForEvents(1, &done);
-        if (done) {
-            cl_int status = CL_COMPLETE;
-            clGetEventInfo(done, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, nullptr);
-            if (status < 0) err = status;
-            clReleaseEvent(done);
-        }
-        return err;
+        const cl_int err = clEnqueueSVMMemFill(dev_.queue(), p, &zero, 1, n, 0, nullptr, &done);
+        return opencl::finish_commit(err, done);
     }
 
     cl_mem_flags flags_;
