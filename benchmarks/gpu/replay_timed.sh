@@ -7,8 +7,12 @@
 # on every benchmarks/traces/*.trace.gz. Each: a first pass from cold (a fresh pool, an emptied cache) and a
 # second pass of the same trace over the warm one, as ns per alloc + free pair, peak held (PyTorch: reserved)
 # over the trace's live peak, and the second pass's allocations with no driver call.
-# Writes into $OUT (default ./out/replay_timed): summary.md (the tables and the targets), results.json (every
-# run's JSON), machine.txt, and raw.tar.gz (the per-run JSON and text, the build logs).
+# Then benchmarks/gpu/driver_floor.cpp once, on the same device, with the traces' live peaks: the driver's own cost
+# of obtaining that many bytes (one buffer; 64 MiB segments; coarse-grained SVM), the floor under any first pass
+# from cold that holds about the live bytes; and driver_floor_cuda.cu the same through cudaMalloc where nvcc exists.
+# Writes into $OUT (default ./out/replay_timed): summary.md (the tables, the targets, the floor), results.json
+# (every run's JSON), driver_floor{,_cuda}.{txt,jsonl}, machine.txt, and raw.tar.gz (the per-run JSON and text,
+# the build logs).
 # Needs g++ >= 13, cmake, Boost, CLI11, nlohmann-json, Google Benchmark, an OpenCL ICD loader and CL-HPP,
 # nvcc and PyTorch with CUDA (without Torch the PyTorch rows are missing). About 4-6 minutes on 16 cores.
 #   RUNS=3          fresh pools (emptied caches) per configuration; times are medians; a pool gets no
@@ -17,7 +21,9 @@
 #   CAP_S=60        the most one replay (a pool, or PyTorch, on a trace) may take; one that runs out is noted
 #   DEVICE=gpu      clpool-replay's --device
 #   TRACES="a b"    other traces (plain or .gz) instead of benchmarks/traces/*.trace.gz
+#   FLOOR_S=45      seconds of BUDGET_S kept for the driver floor after the replays (its cap too)
 #   REPLAY_BIN=path, TORCH_BIN=path   use these builds (skips configure and build; for a dry run on PoCL)
+#   FLOOR_BIN=path  use this driver_floor (else it is compiled with g++, as is driver_floor_cuda with nvcc)
 set -uo pipefail
 start=$(date +%s)
 cd "$(dirname "$0")/../.."
@@ -27,6 +33,8 @@ runs=${RUNS:-3}
 max_s=${MAX_S:-10}
 budget=${BUDGET_S:-510}
 cap=${CAP_S:-60}
+floor_s=${FLOOR_S:-45}
+reserve=0  # seconds timed() leaves for later steps
 device=${DEVICE:-gpu}
 build=build/gpu-replay-timed
 raw=$(mktemp -d)
@@ -55,6 +63,24 @@ fi
 } > "$OUT/machine.txt"
 cat "$OUT/machine.txt"
 
+# The floor programs are one file each: compiled directly, in the background, beside the replay build.
+mkdir -p "$build"
+floor=${FLOOR_BIN:-$build/driver_floor}
+floor_cuda=
+floor_pids=()
+if [ -z "${FLOOR_BIN:-}" ]; then
+  ${CXX:-g++} -std=c++20 -O2 benchmarks/gpu/driver_floor.cpp -lOpenCL -o "$floor" \
+    > "$raw/text/build_floor.log" 2>&1 &
+  floor_pids+=($!)
+  nvcc=$(command -v nvcc || { [ -x /usr/local/cuda/bin/nvcc ] && echo /usr/local/cuda/bin/nvcc; } || true)
+  if [ -n "$nvcc" ]; then
+    floor_cuda=$build/driver_floor_cuda
+    "$nvcc" -std=c++17 -O2 benchmarks/gpu/driver_floor_cuda.cu -o "$floor_cuda" \
+      > "$raw/text/build_floor_cuda.log" 2>&1 &
+    floor_pids+=($!)
+  fi
+fi
+
 if [ -n "${REPLAY_BIN:-}" ]; then
   replay=$REPLAY_BIN
   torch=${TORCH_BIN:-}
@@ -79,12 +105,18 @@ else
   replay=$build/tools/clpool-replay
   torch=$build/benchmarks/replay_timed_torch
 fi
+for pid in "${floor_pids[@]}"; do wait "$pid"; done
+[ -x "$floor" ] || { tail -5 "$raw/text/build_floor.log" 2>/dev/null; note "no driver_floor ($floor): no floor"; }
+if [ -n "$floor_cuda" ] && [ ! -x "$floor_cuda" ]; then
+  tail -5 "$raw/text/build_floor_cuda.log"; note "driver_floor_cuda build failed: no CUDA floor"; floor_cuda=
+fi
+[ -x "$floor" ] && reserve=$floor_s
 echo "built after $(( $(date +%s) - start )) s"
 
 # Each replay gets the time left, at most $cap s; one that runs out is noted, the rest go on.
 timed() {  # timed <label> <log> <command...>
   local label=$1 log=$2; shift 2
-  local t; t=$(left)
+  local t; t=$(( $(left) - reserve ))
   if [ "$t" -lt 15 ]; then note "$label: skipped, out of time"; return; fi
   [ "$t" -gt "$cap" ] && t=$cap
   local s; s=$(date +%s)
@@ -126,7 +158,43 @@ for src in "${traces[@]}"; do
   fi
 done
 
+# The driver's floor for the traces' live peaks (from the replays' JSON), on the same device, after the replays.
+reserve=0
+rm -f "$OUT/driver_floor.jsonl" "$OUT/driver_floor_cuda.jsonl" "$OUT/driver_floor.txt" "$OUT/driver_floor_cuda.txt"
+mapfile -t peaks < <(python3 - "$raw"/json/*.json <<'EOF'
+import json, os, sys
+seen = {}
+for path in sys.argv[1:]:
+    try:
+        doc = json.load(open(path))
+    except (OSError, ValueError):
+        continue
+    for d in doc if isinstance(doc, list) else [doc]:
+        name = os.path.basename(d.get("trace", {}).get("path", ""))
+        name = name[: -len(".trace")] if name.endswith(".trace") else name
+        if name and d.get("peak_live_bytes"):
+            seen.setdefault(name, d["peak_live_bytes"])
+for name, n in seen.items():
+    print(f"{name}={n}")
+EOF
+)
+if [ ${#peaks[@]} -eq 0 ]; then
+  note "driver floor: no live peaks (no replay wrote its JSON)"
+elif [ -x "$floor" ]; then
+  echo "=== driver floor: ${peaks[*]} ($(( $(date +%s) - start )) s in)"
+  cap=$floor_s timed "driver floor" "$OUT/driver_floor.txt" "$floor" -d "$device" --runs 3 --max-seconds 5 \
+    --jsonl "$OUT/driver_floor.jsonl" "${peaks[@]}"
+  sed -n '/^label/,/^$/p' "$OUT/driver_floor.txt"
+  if [ -n "$floor_cuda" ]; then
+    cap=$floor_s timed "driver floor CUDA" "$OUT/driver_floor_cuda.txt" "$floor_cuda" --runs 3 --max-seconds 5 \
+      --jsonl "$OUT/driver_floor_cuda.jsonl" "${peaks[@]}"
+    sed -n '/^label/,/^$/p' "$OUT/driver_floor_cuda.txt"
+  fi
+fi
+cp "$OUT"/driver_floor*.txt "$raw/text/" 2>/dev/null
+
 python3 benchmarks/gpu/replay_timed_summary.py --machine "$OUT/machine.txt" --notes "$raw/text/notes.txt" \
+  --floor "$OUT/driver_floor.jsonl" --floor "$OUT/driver_floor_cuda.jsonl" \
   --merged "$OUT/results.json" "$raw"/json/*.json > "$OUT/summary.md" 2> "$raw/text/summary.err" ||
   { echo "summary failed:"; cat "$raw/text/summary.err"; }
 cat "$OUT/summary.md"

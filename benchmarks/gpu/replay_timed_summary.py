@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
 """Markdown summary of timed trace replays: clpool-replay --timed JSON and replay_timed_torch JSON.
 
-  replay_timed_summary.py [--machine machine.txt] [--notes notes.txt] [--merged OUT.json] RESULT.json ...
+  replay_timed_summary.py [--machine machine.txt] [--notes notes.txt] [--merged OUT.json]
+                          [--floor driver_floor.jsonl]... RESULT.json ...
 
 A RESULT.json is one program's output or a merged list of them (--merged writes one). Each holds {"trace": {"path": ...}, "peak_live_bytes": N, "timed": [{"name", "first_pass", "second_pass",
 or "skipped"}]}. Rows are grouped by trace (the trace file's name without .trace). Per trace: ns per
 alloc + free pair of the first pass (from cold) and of the second (warm), their whole-pass times, peak held
 (PyTorch: reserved) over the live peak, the second pass's allocations with no driver call, and the times as a
-fraction of PyTorch's default allocator's. Then the targets for SVMArenaPool and OffsetArenaPool.
+fraction of PyTorch's default allocator's. Then the targets for SVMArenaPool and OffsetArenaPool, and, with
+--floor (driver_floor's JSON lines, labelled by trace), PyTorch's first pass / 5 beside the driver's own cost of
+obtaining the trace's live peak.
 Standard library only.
 """
 
@@ -127,12 +130,73 @@ def targets(traces):
     return out + [""]
 
 
+def load_floor(paths):
+    """driver_floor JSON lines: {(label, api, way): line}."""
+    floor = {}
+    for path in paths or []:
+        if not os.path.exists(path):
+            continue
+        with open(path) as f:
+            for text in f:
+                try:
+                    d = json.loads(text)
+                except ValueError:
+                    continue
+                floor[(d.get("label"), d.get("api"), d.get("way"))] = d
+    return floor
+
+
+def floor_section(traces, floor):
+    """Per trace: PyTorch's 1st pass / 5 (the target's bound for the whole pass) beside the driver's cost of
+    obtaining the live peak; a pool that holds about the live bytes pays at least that in its 1st pass."""
+    out = ["## The driver's floor under the 1st-pass target", "",
+           "driver_floor (benchmarks/gpu/driver_floor.cpp) in the same run, on the same device: the median ms to "
+           "obtain the trace's live peak from the driver and use it once (create, a 1-byte fill at the end, "
+           "finish; nothing else). (a) one buffer (above the device's largest allocation, the fewest of that "
+           "size); (b) 64 MiB segments; (c) one coarse-grained SVM allocation; CUDA: cudaMalloc and a 1-byte "
+           "cudaMemset. A 1st pass that holds <= 1.05x the live bytes from a cold pool obtains at least the live "
+           "peak, so where PyTorch's 1st pass / 5 is below (a), the 1st-pass target cannot be met by any such "
+           "pool on this driver.", "",
+           "| trace | live peak | PyTorch 1st pass ms | / 5 | (a) one buffer ms | (b) 64 MiB segments ms "
+           "| (c) SVM ms | CUDA cudaMalloc ms | 1/5 below (a) |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+
+    def cell(d):
+        if not d:
+            return "-"
+        if "total_ms" not in d:
+            return "skipped" if "skipped" in d else "-"
+        note = f" ({d['pieces']} pieces)" if d.get("way") != "b_segments" and d.get("pieces", 1) > 1 else ""
+        return f"{d['total_ms']:.3f}{note}"
+
+    notes = []
+    for name, t in traces.items():
+        torch = next((r for r in t["rows"] if r.get("name") == TORCH_DEFAULT and "first_pass" in r), None)
+        fifth = torch["first_pass"]["seconds"] * 1e3 / 5 if torch else None
+        a = floor.get((name, "opencl", "a_one_buffer"))
+        below = "-" if fifth is None or not a or "total_ms" not in a else ("yes" if fifth < a["total_ms"] else "no")
+        b, svm = floor.get((name, "opencl", "b_segments")), floor.get((name, "opencl", "c_svm"))
+        cuda = floor.get((name, "cuda", "a_one_buffer"))
+        out.append(f"| {name} | {fmt_bytes(t['peak_live'])} "
+                   f"| {'-' if not torch else f'{fifth * 5:.2f}'} | {'-' if fifth is None else f'{fifth:.3f}'} "
+                   f"| {cell(a)} | {cell(b)} | {cell(svm)} | {cell(cuda)} | {below} |")
+        for d in (a, b, svm, cuda):
+            if d and ("skipped" in d or "note" in d):
+                notes.append(f"- {name} {d.get('api')} {d.get('way')}: {d.get('skipped') or d.get('note')}")
+    device = next((d.get("device") for d in floor.values() if d.get("api") == "opencl"), None)
+    if device:
+        notes.insert(0, f"- driver_floor's device: {device}")
+    return out + ([""] + notes if notes else []) + [""]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("results", nargs="*")
     ap.add_argument("--machine", help="machine.txt, quoted at the top")
     ap.add_argument("--notes", help="notes.txt (skipped or failed runs), quoted at the end")
     ap.add_argument("--merged", help="also write every result file's JSON, in one list, to this path")
+    ap.add_argument("--floor", action="append",
+                    help="a driver_floor JSON lines file (repeatable; a missing one is ignored)")
     args = ap.parse_args()
     traces, docs = load(args.results)
     out = ["# Trace replays timed: clpool's pools against PyTorch's caching allocator, C++ on both sides", ""]
@@ -157,6 +221,9 @@ def main():
         out += table(name, t)
     if traces:
         out += targets(traces)
+    floor = load_floor(args.floor)
+    if traces and floor:
+        out += floor_section(traces, floor)
     if args.notes and os.path.exists(args.notes) and os.path.getsize(args.notes):
         out += ["## Notes", "", "```"] + open(args.notes).read().rstrip().splitlines() + ["```", ""]
     print("\n".join(out))
