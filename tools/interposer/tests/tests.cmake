@@ -120,6 +120,15 @@ set_tests_properties(interpose_pool_refused.layer PROPERTIES ENVIRONMENT
 # benchmarks/gpu/interposer.sh).
 add_executable(interpose_bench ${CMAKE_CURRENT_SOURCE_DIR}/tests/interpose_bench.c)
 target_link_libraries(interpose_bench PRIVATE OpenCL::OpenCL clpool_warnings)
+# Shared-virtual-memory churn, 4 KiB .. 64 MiB, plain vs interposed (also a measurement, from
+# benchmarks/gpu/interposer.sh); the test runs it briefly and checks the three runs read back the same.
+add_executable(interpose_svm_bench ${CMAKE_CURRENT_SOURCE_DIR}/tests/interpose_svm_bench.c)
+target_link_libraries(interpose_svm_bench PRIVATE OpenCL::OpenCL clpool_warnings ${CMAKE_DL_LIBS})
+add_dependencies(interpose_svm_bench clpool_interpose)
+add_dependencies(interpose_semantics interpose_svm_bench)
+add_test(NAME interpose_svm_bench.checksums
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/tests/svm_bench_check.sh $<TARGET_FILE:interpose_svm_bench> ${_lib} 40)
+set_tests_properties(interpose_svm_bench.checksums PROPERTIES TIMEOUT 60)
 # Slicing one long-lived buffer 100,000 times: seconds and peak RSS, plain vs interposed (also by hand).
 add_executable(interpose_slice_bench ${CMAKE_CURRENT_SOURCE_DIR}/tests/interpose_slice_bench.c)
 target_link_libraries(interpose_slice_bench PRIVATE OpenCL::OpenCL clpool_warnings)
