@@ -25,4 +25,17 @@ inline std::uint64_t steady_ns() noexcept {
 #endif
 }
 
+// The steady clock as of its last tick (CLOCK_MONOTONIC_COARSE: a few
+// milliseconds behind at most, never ahead of a later steady_ns()), at a
+// fraction of the cost: for stamps on the miss path that are only shown as ages.
+inline std::uint64_t steady_coarse_ns() noexcept {
+#if defined(__linux__)
+    timespec t{};
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &t);
+    return static_cast<std::uint64_t>(t.tv_sec) * 1000000000u + static_cast<std::uint64_t>(t.tv_nsec);
+#else
+    return steady_ns();
+#endif
+}
+
 }  // namespace clpool::detail

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -38,7 +39,8 @@ public:
         std::size_t offset = 0;
         std::size_t size = 0;
         segment* seg = nullptr;
-        range* prev = nullptr;  // address order within the segment
+        std::uint64_t serial = 0;  // seg->serial, kept here: the free tree's order reads no segment
+        range* prev = nullptr;  // address order within the segment (spare nodes: next only)
         range* next = nullptr;
         bool free = true;
     };
@@ -69,11 +71,12 @@ public:
     arena& operator=(const arena&) = delete;
     ~arena() {
         if (abandoned_) return;  // a fork child: the parent owns the memory
-        for (auto& tree : free_) tree.clear();
+        for (auto& index : free_) index.clear();
         segments_.clear_and_dispose([](segment* s) {
             for (range* r = s->first; r;) delete std::exchange(r, r->next);
             delete s;
         });
+        while (spare_) delete std::exchange(spare_, spare_->next);
     }
 
     std::mutex& mutex() noexcept { return mutex_; }
@@ -104,13 +107,12 @@ public:
     // The best-fitting free range of at least `rounded` bytes, split to size
     // if the rest is worth keeping; nullptr when none fits.
     range* take(std::size_t rounded) noexcept {
-        auto& tree = free_[pool_of(rounded)];
-        auto it = tree.lower_bound(rounded, size_below{});
-        if (it == tree.end()) {
+        range* r = free_[pool_of(rounded)].best_fit(rounded);
+        if (!r) {
             ++takes_;
             return nullptr;
         }
-        return take_from(&*it, rounded);
+        return take_from(r, rounded);
     }
 
     // Under pressure (the driver refused a new segment): take()'s best fit,
@@ -119,9 +121,8 @@ public:
     // segment) rather than fail beside enough free bytes. nullptr when none fits.
     range* take_any(std::size_t rounded) noexcept {
         if (range* r = take(rounded)) return r;
-        auto& other = free_[1 - pool_of(rounded)];
-        auto it = other.lower_bound(rounded, size_below{});
-        return it == other.end() ? nullptr : take_from(&*it, rounded);
+        range* other = free_[1 - pool_of(rounded)].best_fit(rounded);
+        return other ? take_from(other, rounded) : nullptr;
     }
 
     // Free range r, of at least `rounded` bytes, taken as take() takes its
@@ -131,11 +132,11 @@ public:
         remove_free(*r);
         r->free = false;
         if (r->size - rounded >= opt_.granularity) {
-            auto* rest = new (std::nothrow) range;
-            if (rest) {  // no node: hand out the whole range
+            if (range* rest = make_range()) {  // no node: hand out the whole range
                 rest->offset = r->offset + rounded;
                 rest->size = r->size - rounded;
                 rest->seg = r->seg;
+                rest->serial = r->serial;
                 rest->prev = r;
                 rest->next = r->next;
                 if (r->next) r->next->prev = rest;
@@ -151,10 +152,9 @@ public:
     // returns it. nullptr (memory untouched) if the host is out of memory for the nodes.
     segment* add(Memory& memory, std::size_t size, int kind) noexcept {
         auto* s = new (std::nothrow) segment;
-        auto* r = new (std::nothrow) range;
-        if (!s || !r) {
+        range* r = s ? make_range() : nullptr;
+        if (!r) {
             delete s;
-            delete r;
             return nullptr;
         }
         s->memory = std::move(memory);
@@ -165,6 +165,7 @@ public:
         s->first = r;
         r->size = size;
         r->seg = s;
+        r->serial = s->serial;
         segments_.push_back(*s);
         ++segment_count_;
         ++segment_allocations_;
@@ -182,7 +183,7 @@ public:
             p->size += r->size;
             p->next = r->next;
             if (r->next) r->next->prev = p;
-            delete r;
+            drop_range(r);
             r = p;
         }
         if (range* n = r->next; n && n->free) {
@@ -190,7 +191,7 @@ public:
             r->size += n->size;
             r->next = n->next;
             if (n->next) n->next->prev = r;
-            delete n;
+            drop_range(n);
         }
         if (r->size == r->seg->size) r->seg->empty_since = takes_;
         insert_free(*r);
@@ -213,7 +214,7 @@ public:
                 continue;
             }
             remove_free(*r);
-            delete r;
+            drop_range(r);
             it = segments_.erase(it);
             --segment_count_;
             segment_bytes_ -= s.size;
@@ -243,8 +244,7 @@ public:
     std::size_t free_bytes() const noexcept { return free_bytes_; }
     std::size_t largest_free() const noexcept {
         std::size_t m = 0;
-        for (const auto& tree : free_)
-            if (!tree.empty()) m = std::max(m, tree.rbegin()->size);
+        for (const auto& index : free_) m = std::max(m, index.largest());
         return m;
     }
 
@@ -252,7 +252,7 @@ private:
     struct by_size {
         bool operator()(const range& a, const range& b) const noexcept {
             if (a.size != b.size) return a.size < b.size;
-            if (a.seg != b.seg) return a.seg->serial < b.seg->serial;
+            if (a.serial != b.serial) return a.serial < b.serial;
             return a.offset < b.offset;
         }
     };
@@ -262,7 +262,64 @@ private:
     };
     using tree_type =
         boost::intrusive::set<range, boost::intrusive::member_hook<range, decltype(range::hook), &range::hook>,
-                              boost::intrusive::compare<by_size>>;
+                              boost::intrusive::compare<by_size>, boost::intrusive::constant_time_size<false>>;
+
+    // One kind's free ranges, in bins of four size classes per doubling, each
+    // bin a tree in the free order: the best fit is the lower bound in the
+    // request's bin, else the first range of the next bin that has any (a bit
+    // per bin finds it). The same choice as one tree over every free range,
+    // but an insert walks a bin of a few ranges, not a tree of hundreds.
+    class free_index {
+    public:
+        static std::size_t bin_of(std::size_t n) noexcept {
+            if (n < 4) return n;
+            const auto e = static_cast<std::size_t>(std::bit_width(n)) - 1;  // 2^e <= n < 2^(e+1)
+            return 4 * (e - 1) + ((n >> (e - 2)) & 3);
+        }
+        void insert(range& r) noexcept {
+            const std::size_t b = bin_of(r.size);
+            bins_[b].insert(r);
+            nonempty_[b / 64] |= std::uint64_t{1} << (b % 64);
+        }
+        void erase(range& r) noexcept {
+            const std::size_t b = bin_of(r.size);
+            bins_[b].erase(bins_[b].iterator_to(r));
+            if (bins_[b].empty()) nonempty_[b / 64] &= ~(std::uint64_t{1} << (b % 64));
+        }
+        range* best_fit(std::size_t n) noexcept {
+            std::size_t b = bin_of(n);
+            if (auto& bin = bins_[b]; !bin.empty()) {
+                auto it = bin.lower_bound(n, size_below{});
+                if (it != bin.end()) return &*it;
+            }
+            b = next_nonempty(b + 1);
+            return b == bin_count ? nullptr : &*bins_[b].begin();
+        }
+        std::size_t largest() const noexcept {
+            for (std::size_t w = words; w-- > 0;)
+                if (nonempty_[w])
+                    return bins_[w * 64 + 63 - static_cast<std::size_t>(std::countl_zero(nonempty_[w]))].rbegin()->size;
+            return 0;
+        }
+        void clear() noexcept {
+            for (auto& bin : bins_) bin.clear();
+            nonempty_ = {};
+        }
+
+    private:
+        static constexpr std::size_t bin_count = 4 * 64;
+        static constexpr std::size_t words = bin_count / 64;
+        std::size_t next_nonempty(std::size_t b) const noexcept {
+            for (std::size_t w = b / 64; w < words; ++w) {
+                std::uint64_t bits = nonempty_[w];
+                if (w == b / 64) bits &= ~std::uint64_t{0} << (b % 64);
+                if (bits) return w * 64 + static_cast<std::size_t>(std::countr_zero(bits));
+            }
+            return bin_count;
+        }
+        std::array<tree_type, bin_count> bins_;
+        std::array<std::uint64_t, words> nonempty_{};
+    };
     using segment_list =
         boost::intrusive::list<segment, boost::intrusive::member_hook<segment, decltype(segment::hook), &segment::hook>,
                                boost::intrusive::constant_time_size<false>>;
@@ -270,13 +327,24 @@ private:
     static std::size_t round_up(std::size_t n, std::size_t unit) noexcept {
         return unit <= 1 ? n : (n + unit - 1) / unit * unit;
     }
+    // Range nodes are recycled: a carve and its release then make no host
+    // allocation either, once the arena has had as many ranges as it needs.
+    range* make_range() noexcept {
+        if (!spare_) return new (std::nothrow) range;
+        range* r = std::exchange(spare_, spare_->next);
+        r->next = nullptr;
+        return r;
+    }
+    void drop_range(range* r) noexcept {
+        *r = range{};
+        r->next = std::exchange(spare_, r);
+    }
     void insert_free(range& r) noexcept {
         free_[r.seg->kind].insert(r);
         free_bytes_ += r.size;
     }
     void remove_free(range& r) noexcept {
-        auto& tree = free_[r.seg->kind];
-        tree.erase(tree.iterator_to(r));
+        free_[r.seg->kind].erase(r);
         free_bytes_ -= r.size;
     }
 
@@ -285,8 +353,9 @@ private:
     // Per kind of segment: small (2 MiB) ones, and large ones (20 MiB, or a
     // request's own above large_limit); a small block left in a large
     // segment would pin it, so small requests never split one.
-    std::array<tree_type, 2> free_;
+    std::array<free_index, 2> free_;
     segment_list segments_;
+    range* spare_ = nullptr;  // recycled range nodes, chained through next
     std::size_t segment_count_ = 0;
     std::uint64_t next_serial_ = 0;
     std::uint64_t segment_allocations_ = 0;

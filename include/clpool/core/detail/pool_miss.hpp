@@ -49,7 +49,7 @@ struct pool_miss {
         b->bucket = static_cast<std::uint32_t>(index);
         b->owner.store(reinterpret_cast<std::uintptr_t>(&p), std::memory_order_relaxed);  // adopt() publishes it
         b->generation = p.generation_;
-        b->made_ns = steady_ns();
+        b->made_ns = steady_coarse_ns();
         p.lists_.adopt(*b, nbytes, where);
         return b;
     }
