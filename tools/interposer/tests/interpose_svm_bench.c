@@ -25,15 +25,16 @@ static double now_us(void) {
     return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
 }
 
-/* The first device of any platform with coarse-grained SVM buffers. */
-static int find_svm_device(cl_device_id* out) {
+/* The first device with coarse-grained SVM buffers, a GPU's before any other (a GPU machine often
+ * lists a CPU platform, PoCL, first). */
+static int find_svm_device_of(cl_device_type type, cl_device_id* out) {
     cl_platform_id plats[16];
     cl_uint np = 0;
     if (clGetPlatformIDs(16, plats, &np) != CL_SUCCESS) return 0;
     for (cl_uint p = 0; p < np && p < 16; ++p) {
         cl_device_id devs[16];
         cl_uint nd = 0;
-        if (clGetDeviceIDs(plats[p], CL_DEVICE_TYPE_ALL, 16, devs, &nd) != CL_SUCCESS) continue;
+        if (clGetDeviceIDs(plats[p], type, 16, devs, &nd) != CL_SUCCESS) continue;
         for (cl_uint d = 0; d < nd && d < 16; ++d) {
             cl_device_svm_capabilities caps = 0;
             if (clGetDeviceInfo(devs[d], CL_DEVICE_SVM_CAPABILITIES, sizeof caps, &caps, NULL) == CL_SUCCESS &&
@@ -44,6 +45,9 @@ static int find_svm_device(cl_device_id* out) {
         }
     }
     return 0;
+}
+static int find_svm_device(cl_device_id* out) {
+    return find_svm_device_of(CL_DEVICE_TYPE_GPU, out) || find_svm_device_of(CL_DEVICE_TYPE_ALL, out);
 }
 
 /* FNV-1a over bytes. */
@@ -64,6 +68,10 @@ int main(int argc, char** argv) {
         fprintf(stderr, "interpose_svm_bench: no OpenCL device with CL_DEVICE_SVM_COARSE_GRAIN_BUFFER\n");
         return 1;
     }
+    char name[128] = "";
+    clGetDeviceInfo(dev, CL_DEVICE_NAME, sizeof name - 1, name, NULL);
+    for (char* c = name; *c; ++c)
+        if (*c == '"' || *c == '\\') *c = ' ';
     cl_int err;
     cl_context ctx = clCreateContext(NULL, 1, &dev, NULL, NULL, &err);
     if (!ctx) {
@@ -116,9 +124,9 @@ int main(int argc, char** argv) {
         if (h) get = (clpool_interpose_get_svm_counters_fn)dlsym(h, "clpool_interpose_get_svm_counters");
     }
     printf(
-        "{\"mode\": \"%s\", \"iterations\": %d, \"us_per_alloc_write_free\": %.2f, \"us_in_alloc_free\": %.2f, "
-        "\"checksum\": \"%016llx\"",
-        get ? "interposed" : "plain", iters, per, in_alloc_free / iters, (unsigned long long)sum);
+        "{\"mode\": \"%s\", \"device\": \"%s\", \"iterations\": %d, \"us_per_alloc_write_free\": %.2f, "
+        "\"us_in_alloc_free\": %.2f, \"checksum\": \"%016llx\"",
+        get ? "interposed" : "plain", name, iters, per, in_alloc_free / iters, (unsigned long long)sum);
     if (get) {
         clpool_interpose_svm_counters c;
         get(&c);
