@@ -7,7 +7,7 @@
 //   a_one_buffer  clCreateBuffer of S and a 1-byte clEnqueueFillBuffer at its end, clFinish; above
 //                 CL_DEVICE_MAX_MEM_ALLOC_SIZE, the fewest buffers of at most that size
 //   b_segments    S in --segment buffers (the arenas' large segments), each created and filled the same way
-//   c_svm         clSVMAlloc of S (coarse-grained) and a 1-byte clEnqueueSVMMemFill at its end, clFinish
+//   c_svm         clSVMAlloc of S (coarse-grained) and a 1-byte clEnqueueSVMMemFill at its start, clFinish
 // and, apart, the release of what was obtained (clReleaseMemObject or clSVMFree, then clFinish).
 // Prints a table and one JSON line per measurement (also to --jsonl). OpenCL only.
 #define CL_HPP_TARGET_OPENCL_VERSION 200
@@ -191,8 +191,7 @@ Run svm_run(const Env& e, const std::vector<std::uint64_t>& pieces) {
     t0 = std::chrono::steady_clock::now();
     if (r.error.empty()) {
         for (std::size_t i = 0; i < ptrs.size() && r.error.empty(); ++i) {
-            err = clEnqueueSVMMemFill(e.queue, static_cast<char*>(ptrs[i]) + pieces[i] - 1, &pattern, 1, 1, 0, nullptr,
-                                      nullptr);
+            err = clEnqueueSVMMemFill(e.queue, ptrs[i], &pattern, 1, 1, 0, nullptr, nullptr);
             if (err != CL_SUCCESS) r.error = "clEnqueueSVMMemFill " + std::to_string(err);
         }
         err = clFinish(e.queue);
@@ -272,16 +271,26 @@ int main(int argc, char** argv) try {
         no_svm = "CL_DEVICE_SVM_CAPABILITIES cannot be queried";
     else if (!(svm & CL_DEVICE_SVM_COARSE_GRAIN_BUFFER)) no_svm = "no coarse-grained SVM buffers";
 
-    Env e;
-    cl_int err = CL_SUCCESS;
+    // A context and queue of its own for every measurement: an error one leaves behind (NVIDIA reports
+    // some on a later call, as CL_INVALID_COMMAND_QUEUE) is then that measurement's alone.
     cl_device_id id = device();
-    e.ctx = clCreateContext(nullptr, 1, &id, nullptr, nullptr, &err);
-    if (err != CL_SUCCESS) throw std::runtime_error("clCreateContext " + std::to_string(err));
-    e.queue = clCreateCommandQueue(e.ctx, id, 0, &err);
-    if (err != CL_SUCCESS) throw std::runtime_error("clCreateCommandQueue " + std::to_string(err));
-    // The context's own start-up (NVIDIA's is lazy, at the first use of memory) is not the driver's cost per byte.
-    buffers_run(e, {4096});
-    if (no_svm.empty()) svm_run(e, {4096});
+    const auto fresh_env = [&] {
+        Env e;
+        cl_int err = CL_SUCCESS;
+        e.ctx = clCreateContext(nullptr, 1, &id, nullptr, nullptr, &err);
+        if (err != CL_SUCCESS) throw std::runtime_error("clCreateContext " + std::to_string(err));
+        e.queue = clCreateCommandQueue(e.ctx, id, 0, &err);
+        if (err != CL_SUCCESS) throw std::runtime_error("clCreateCommandQueue " + std::to_string(err));
+        // The context's own start-up (NVIDIA's is lazy, at the first use of memory) is not the driver's
+        // cost per byte.
+        buffers_run(e, {4096});
+        if (no_svm.empty()) svm_run(e, {4096});
+        return e;
+    };
+    const auto drop_env = [](Env& e) {
+        clReleaseCommandQueue(e.queue);
+        clReleaseContext(e.ctx);
+    };
 
     std::ofstream jsonl;
     if (!o.jsonl.empty()) jsonl.open(o.jsonl);
@@ -358,6 +367,7 @@ int main(int argc, char** argv) try {
             }
             std::vector<Run> runs;
             std::string failed;
+            Env e = fresh_env();
             const auto t0 = std::chrono::steady_clock::now();
             for (int r = 0; r < o.runs; ++r) {
                 Run run = is_svm ? svm_run(e, pieces) : buffers_run(e, pieces);
@@ -372,14 +382,13 @@ int main(int argc, char** argv) try {
                     break;
                 }
             }
+            drop_env(e);
             if (!failed.empty()) lines.push_back(emit(s, way, {}, "", "failed: " + failed));
             else lines.push_back(emit(s, way, runs, note, ""));
         }
     }
     std::printf("\n");
     for (const auto& l : lines) std::printf("%s\n", l.c_str());
-    clReleaseCommandQueue(e.queue);
-    clReleaseContext(e.ctx);
     return 0;
 } catch (const std::exception& ex) {
     std::fprintf(stderr, "driver_floor: %s\n", ex.what());
