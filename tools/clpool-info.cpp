@@ -71,7 +71,7 @@ Advice fast_and_frugal(cl_device_id device) {
     std::string why =
         "blocks carved from a few segments, each its segment's cl_mem and an offset: no driver call per block "
         "and an arena's held / live (H200, GPT and KV-cache traces: held / live 1.002-1.036x, a warm alloc + "
-        "free pair 95-365 ns against PyTorch's 557-812; BENCHMARKS.md)";
+        "free pair 66-186 ns against PyTorch's 474-1,143; BENCHMARKS.md)";
     why += svm ? "; this device has coarse-grained SVM, so clpool::SVMArenaPool gives SVM pointers the same way, "
                  "as fast once warm, but each of its segments is a clSVMAlloc (0.8-34 ms on an H200)"
                : "; this device has no coarse-grained SVM (SVMArenaPool needs OpenCL 2.0 SVM)";

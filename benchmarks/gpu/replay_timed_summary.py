@@ -150,16 +150,16 @@ def floor_section(traces, floor):
     """Per trace: PyTorch's 1st pass / 5 (the target's bound for the whole pass) beside the driver's cost of
     obtaining the live peak; a pool that holds about the live bytes pays at least that in its 1st pass."""
     out = ["## The driver's floor under the 1st-pass target", "",
-           "driver_floor (benchmarks/gpu/driver_floor.cpp) in the same run, on the same device: the median ms to "
-           "obtain the trace's live peak from the driver and use it once (create, a 1-byte fill at the end, "
-           "finish; nothing else). (a) one buffer (above the device's largest allocation, the fewest of that "
-           "size); (b) 64 MiB segments; (c) one coarse-grained SVM allocation; CUDA: cudaMalloc and a 1-byte "
-           "cudaMemset. A 1st pass that holds <= 1.05x the live bytes from a cold pool obtains at least the live "
-           "peak, so where PyTorch's 1st pass / 5 is below (a), the 1st-pass target cannot be met by any such "
-           "pool on this driver.", "",
+           "driver_floor (benchmarks/gpu/driver_floor.cpp) on the same device: the median ms to obtain the "
+           "trace's live peak from the driver and use it once (create, a 1-byte fill, finish; nothing else). "
+           "(a) one buffer (above the device's largest allocation, the fewest of that size); (b) 64 MiB "
+           "segments; (c) one coarse-grained SVM allocation; CUDA: cudaMalloc and a 1-byte cudaMemset. A 1st "
+           "pass that holds <= 1.05x the live bytes from a cold pool obtains at least the live peak, so where "
+           "PyTorch's 1st pass / 5 is below (a), no buffer pool can meet the 1st-pass target on this driver, "
+           "and where it is below (c), no SVM pool can.", "",
            "| trace | live peak | PyTorch 1st pass ms | / 5 | (a) one buffer ms | (b) 64 MiB segments ms "
-           "| (c) SVM ms | CUDA cudaMalloc ms | 1/5 below (a) |",
-           "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+           "| (c) SVM ms | CUDA cudaMalloc ms | 1/5 below (a) | 1/5 below (c) |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---|---|"]
 
     def cell(d):
         if not d:
@@ -174,12 +174,15 @@ def floor_section(traces, floor):
         torch = next((r for r in t["rows"] if r.get("name") == TORCH_DEFAULT and "first_pass" in r), None)
         fifth = torch["first_pass"]["seconds"] * 1e3 / 5 if torch else None
         a = floor.get((name, "opencl", "a_one_buffer"))
-        below = "-" if fifth is None or not a or "total_ms" not in a else ("yes" if fifth < a["total_ms"] else "no")
         b, svm = floor.get((name, "opencl", "b_segments")), floor.get((name, "opencl", "c_svm"))
+
+        def below(d):
+            return "-" if fifth is None or not d or "total_ms" not in d else ("yes" if fifth < d["total_ms"] else "no")
+
         cuda = floor.get((name, "cuda", "a_one_buffer"))
         out.append(f"| {name} | {fmt_bytes(t['peak_live'])} "
                    f"| {'-' if not torch else f'{fifth * 5:.2f}'} | {'-' if fifth is None else f'{fifth:.3f}'} "
-                   f"| {cell(a)} | {cell(b)} | {cell(svm)} | {cell(cuda)} | {below} |")
+                   f"| {cell(a)} | {cell(b)} | {cell(svm)} | {cell(cuda)} | {below(a)} | {below(svm)} |")
         for d in (a, b, svm, cuda):
             if d and ("skipped" in d or "note" in d):
                 notes.append(f"- {name} {d.get('api')} {d.get('way')}: {d.get('skipped') or d.get('note')}")
