@@ -4,7 +4,7 @@
 //                [LABEL=]SIZE ...
 // SIZE: bytes with an optional K/M/G/T[i][B] suffix, decimals allowed (2.1GiB). Per size, three ways, each the
 // median of --runs fresh runs with everything released between them:
-//   a_one_buffer  clCreateBuffer of S and a 1-byte clEnqueueFillBuffer at its end, clFinish; above
+//   a_one_buffer  clCreateBuffer of S and a 1-byte clEnqueueFillBuffer at its start, clFinish; above
 //                 CL_DEVICE_MAX_MEM_ALLOC_SIZE, the fewest buffers of at most that size
 //   b_segments    S in --segment buffers (the arenas' large segments), each created and filled the same way
 //   c_svm         clSVMAlloc of S (coarse-grained) and a 1-byte clEnqueueSVMMemFill at its start, clFinish
@@ -157,7 +157,7 @@ Run buffers_run(const Env& e, const std::vector<std::uint64_t>& pieces) {
     t0 = std::chrono::steady_clock::now();
     if (r.error.empty()) {
         for (std::size_t i = 0; i < mems.size() && r.error.empty(); ++i) {
-            err = clEnqueueFillBuffer(e.queue, mems[i], &pattern, 1, pieces[i] - 1, 1, 0, nullptr, nullptr);
+            err = clEnqueueFillBuffer(e.queue, mems[i], &pattern, 1, 0, 1, 0, nullptr, nullptr);
             if (err != CL_SUCCESS) r.error = "clEnqueueFillBuffer " + std::to_string(err);
         }
         err = clFinish(e.queue);
