@@ -52,16 +52,8 @@ static void test_empty_property_list(cl_context ctx) {
 
 int main(void) {
     cl_platform_id plat = NULL;
-    cl_uint n = 0;
-    if (clGetPlatformIDs(1, &plat, &n) != CL_SUCCESS || n == 0) {
-        fprintf(stderr, "no OpenCL platform (install pocl-opencl-icd)\n");
-        return 1;
-    }
     cl_device_id dev = NULL;
-    if (clGetDeviceIDs(plat, CL_DEVICE_TYPE_ALL, 1, &dev, &n) != CL_SUCCESS || n == 0) {
-        fprintf(stderr, "no OpenCL device\n");
-        return 1;
-    }
+    if (pick_device(&plat, &dev)) return 1;
     if (find_interposer()) return 1;
     cl_int err = CL_SUCCESS;
     cl_context ctx = clCreateContext(NULL, 1, &dev, NULL, NULL, &err);

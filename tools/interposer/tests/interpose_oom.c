@@ -162,11 +162,7 @@ static void bucket_held_during_give_back(cl_device_id dev) {
 int main(void) {
     cl_platform_id plat;
     cl_device_id dev;
-    cl_uint n = 0;
-    if (clGetPlatformIDs(1, &plat, &n) != CL_SUCCESS || !n || clGetDeviceIDs(plat, CL_DEVICE_TYPE_ALL, 1, &dev, &n)) {
-        fprintf(stderr, "no OpenCL device\n");
-        return 1;
-    }
+    if (pick_device(&plat, &dev)) return 1;
     if (find_interposer()) return 1;
     cl_int err;
     cl_context ctx = clCreateContext(NULL, 1, &dev, NULL, NULL, &err);
