@@ -9,7 +9,6 @@
 #include <bit>
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <mutex>
 #include <new>
 #include <utility>
@@ -307,7 +306,7 @@ private:
         }
 
     private:
-        static constexpr std::size_t bin_count = 4 * 64;
+        static constexpr std::size_t bin_count = std::size_t{4} * 64;
         static constexpr std::size_t words = bin_count / 64;
         std::size_t next_nonempty(std::size_t b) const noexcept {
             for (std::size_t w = b / 64; w < words; ++w) {
