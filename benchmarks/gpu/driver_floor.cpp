@@ -15,6 +15,8 @@
 #define CL_USE_DEPRECATED_OPENCL_1_2_APIS  // clCreateCommandQueue: the 1.2 devices too
 #include <CL/opencl.hpp>
 
+#include "driver_floor_common.hpp"
+
 #include <algorithm>
 #include <cctype>
 #include <chrono>
@@ -30,36 +32,7 @@
 
 namespace {
 
-struct Size {
-    std::string label;
-    std::uint64_t bytes = 0;
-};
-
-std::optional<std::uint64_t> floor_parse_bytes(const std::string& s) {
-    char* end = nullptr;
-    const double v = std::strtod(s.c_str(), &end);
-    if (end == s.c_str() || !(v > 0) || !std::isfinite(v)) return std::nullopt;
-    std::string suffix(end);
-    for (auto& c : suffix) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-    double scale = 1;
-    if (suffix.empty() || suffix == "B") scale = 1;
-    else if (suffix == "K" || suffix == "KB" || suffix == "KIB") scale = 0x1p10;
-    else if (suffix == "M" || suffix == "MB" || suffix == "MIB") scale = 0x1p20;
-    else if (suffix == "G" || suffix == "GB" || suffix == "GIB") scale = 0x1p30;
-    else if (suffix == "T" || suffix == "TB" || suffix == "TIB") scale = 0x1p40;
-    else return std::nullopt;
-    if (v * scale >= 0x1p63) return std::nullopt;
-    return static_cast<std::uint64_t>(std::llround(v * scale));
-}
-
-std::string fmt_bytes(double n) {
-    const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    int u = 0;
-    while (n >= 1024 && u < 4) n /= 1024, ++u;
-    char buf[32];
-    std::snprintf(buf, sizeof buf, u ? "%.1f %s" : "%.0f %s", n, units[u]);
-    return buf;
-}
+using namespace driver_floor;
 
 std::string json_string(const std::string& s) {
     std::string out = "\"";
@@ -69,17 +42,6 @@ std::string json_string(const std::string& s) {
         else out += c;
     }
     return out + "\"";
-}
-
-double ms_since(std::chrono::steady_clock::time_point t0) {
-    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
-
-double median(std::vector<double> v) {
-    if (v.empty()) return NAN;
-    std::sort(v.begin(), v.end());
-    const auto n = v.size();
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 // -d: auto (a GPU, else the first device), gpu, cpu, N (in platform, device order), P:D.
@@ -118,23 +80,10 @@ cl::Device choose(const std::string& sel) {
     throw std::runtime_error("no OpenCL device '" + sel + "' (auto, gpu, cpu, N or P:D)");
 }
 
-struct Run {
-    double create_ms = 0, use_ms = 0, release_ms = 0;
-    std::size_t pieces = 0;
-    std::string error;  // empty: it went through
-};
-
 struct Env {
     cl_context ctx = nullptr;
     cl_command_queue queue = nullptr;
 };
-
-// The sizes of the pieces S is obtained in: as many of `piece` as fit, then the rest.
-std::vector<std::uint64_t> split(std::uint64_t s, std::uint64_t piece) {
-    std::vector<std::uint64_t> out(s / piece, piece);
-    if (s % piece) out.push_back(s % piece);
-    return out;
-}
 
 // clCreateBuffer of each piece, then a 1-byte fill at each one's end and one clFinish; then their release.
 Run buffers_run(const Env& e, const std::vector<std::uint64_t>& pieces) {
@@ -234,7 +183,7 @@ Options parse(int argc, char** argv) {
         else if (a == "--max-seconds") o.max_seconds = std::atof(value().c_str());
         else if (a == "--jsonl") o.jsonl = value();
         else if (a == "--segment") {
-            const auto b = floor_parse_bytes(value());
+            const auto b = parse_bytes(value());
             if (!b) usage("--segment needs a byte count");
             o.segment = *b;
         } else if (a == "-h" || a == "--help") usage("the driver's cost of obtaining S bytes");
@@ -242,7 +191,7 @@ Options parse(int argc, char** argv) {
             const auto eq = a.find('=');
             Size s;
             s.label = eq == std::string::npos ? "" : a.substr(0, eq);
-            const auto b = floor_parse_bytes(eq == std::string::npos ? a : a.substr(eq + 1));
+            const auto b = parse_bytes(eq == std::string::npos ? a : a.substr(eq + 1));
             if (!b) usage(("not a size: " + a).c_str());
             s.bytes = *b;
             if (s.label.empty()) s.label = fmt_bytes(static_cast<double>(s.bytes));

@@ -5,6 +5,8 @@
 // driver_floor, with "api": "cuda".
 #include <cuda_runtime.h>
 
+#include "driver_floor_common.hpp"
+
 #include <algorithm>
 #include <cctype>
 #include <chrono>
@@ -19,51 +21,7 @@
 
 namespace {
 
-struct Size {
-    std::string label;
-    std::uint64_t bytes = 0;
-};
-
-std::optional<std::uint64_t> parse_size(const std::string& s) {
-    char* end = nullptr;
-    const double v = std::strtod(s.c_str(), &end);
-    if (end == s.c_str() || !(v > 0) || !std::isfinite(v)) return std::nullopt;
-    std::string suffix(end);
-    for (auto& c : suffix) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-    double scale = 1;
-    if (suffix.empty() || suffix == "B") scale = 1;
-    else if (suffix == "K" || suffix == "KB" || suffix == "KIB") scale = 1024.0;
-    else if (suffix == "M" || suffix == "MB" || suffix == "MIB") scale = 1024.0 * 1024;
-    else if (suffix == "G" || suffix == "GB" || suffix == "GIB") scale = 1024.0 * 1024 * 1024;
-    else if (suffix == "T" || suffix == "TB" || suffix == "TIB") scale = 1024.0 * 1024 * 1024 * 1024;
-    else return std::nullopt;
-    return static_cast<std::uint64_t>(std::llround(v * scale));
-}
-
-std::string fmt_bytes(double n) {
-    const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    int u = 0;
-    while (n >= 1024 && u < 4) n /= 1024, ++u;
-    char buf[32];
-    std::snprintf(buf, sizeof buf, u ? "%.1f %s" : "%.0f %s", n, units[u]);
-    return buf;
-}
-
-double ms_since(std::chrono::steady_clock::time_point t0) {
-    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
-
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    const auto n = v.size();
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-struct Run {
-    double create_ms = 0, use_ms = 0, release_ms = 0;
-    std::size_t pieces = 0;
-    std::string error;
-};
+using namespace driver_floor;
 
 Run cuda_run(const std::vector<std::uint64_t>& pieces) {
     Run r;
@@ -97,12 +55,6 @@ Run cuda_run(const std::vector<std::uint64_t>& pieces) {
     return r;
 }
 
-std::vector<std::uint64_t> split(std::uint64_t s, std::uint64_t piece) {
-    std::vector<std::uint64_t> out(s / piece, piece);
-    if (s % piece) out.push_back(s % piece);
-    return out;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -118,10 +70,10 @@ int main(int argc, char** argv) {
         else if (a == "--runs" && has) runs_wanted = std::max(1, std::atoi(argv[++i]));
         else if (a == "--max-seconds" && has) max_seconds = std::atof(argv[++i]);
         else if (a == "--jsonl" && has) jsonl_path = argv[++i];
-        else if (a == "--segment" && has) segment = parse_size(argv[++i]).value_or(segment);
+        else if (a == "--segment" && has) segment = parse_bytes(argv[++i]).value_or(segment);
         else {
             const auto eq = a.find('=');
-            const auto b = parse_size(eq == std::string::npos ? a : a.substr(eq + 1));
+            const auto b = parse_bytes(eq == std::string::npos ? a : a.substr(eq + 1));
             if (!b) {
                 std::fprintf(stderr, "driver_floor_cuda: not a size: %s\n", a.c_str());
                 return 2;
